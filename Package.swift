@@ -1,0 +1,39 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Settings every target shares (STYLE.md: one loop, no unsafe flags).
+let upcoming: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "swift-outbox",
+    products: [
+        .library(name: "Outbox", targets: ["Outbox"]),
+        .executable(name: "outbox", targets: ["OutboxCLI"]),
+    ],
+    targets: [
+        // LMDB from the system (Debian: liblmdb-dev). Namespaced so it cannot clash with an app's own CLMDB.
+        .systemLibrary(
+            name: "COutboxLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        // The safe LMDB layer: environments, closure-scoped transactions, cursors, typed errors.
+        .target(name: "OutboxLMDB", dependencies: ["COutboxLMDB"]),
+        // The engine apps import: events, codec, log, projections, queue API.
+        .target(name: "Outbox", dependencies: ["OutboxLMDB"]),
+        // The `outbox` command-line tool.
+        .executableTarget(name: "OutboxCLI", dependencies: ["Outbox"]),
+        .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"]),
+        .testTarget(name: "OutboxCLITests", dependencies: ["Outbox"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + upcoming
+}

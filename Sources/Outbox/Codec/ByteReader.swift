@@ -1,0 +1,112 @@
+/// Why bytes could not be decoded. The log reader turns it into an `OutboxError` naming the record.
+struct DecodeFailure: Error, Equatable {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
+}
+
+/// Reads what `ByteWriter` wrote, checking every length against what is left: hostile bytes end in
+/// `DecodeFailure`, never in a crash or an oversized allocation.
+struct ByteReader {
+    private let bytes: UnsafeRawBufferPointer
+    private(set) var offset = 0
+    /// Collections longer than this are refused before anything is allocated.
+    static let maxCount = 1 << 24
+
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    var isAtEnd: Bool { offset == bytes.count }
+    var remaining: Int { bytes.count - offset }
+
+    mutating func byte() throws -> UInt8 {
+        guard offset < bytes.count else { throw DecodeFailure("ends early") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func bool() throws -> Bool {
+        switch try byte() {
+        case 0: return false
+        case 1: return true
+        case let other: throw DecodeFailure("bad boolean \(other)")
+        }
+    }
+
+    mutating func varint() throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let next = try byte()
+            if shift == 63 && next > 1 { throw DecodeFailure("varint overflows 64 bits") }
+            result |= UInt64(next & 0x7F) << shift
+            if next & 0x80 == 0 { return result }
+            shift += 7
+            if shift > 63 { throw DecodeFailure("varint longer than 10 bytes") }
+        }
+    }
+
+    mutating func count() throws -> Int {
+        let value = try varint()
+        guard value <= UInt64(min(Self.maxCount, remaining)) else { throw DecodeFailure("count \(value) exceeds what is left") }
+        return Int(value)
+    }
+
+    mutating func int() throws -> Int {
+        let value = try varint()
+        guard value <= UInt64(Int.max) else { throw DecodeFailure("integer out of range") }
+        return Int(value)
+    }
+
+    mutating func uint32() throws -> UInt32 {
+        let value = try varint()
+        guard value <= UInt64(UInt32.max) else { throw DecodeFailure("integer out of range") }
+        return UInt32(value)
+    }
+
+    mutating func signed() throws -> Int64 {
+        let raw = try varint()
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    mutating func bigEndian() throws -> UInt64 {
+        guard remaining >= 8 else { throw DecodeFailure("ends early") }
+        defer { offset += 8 }
+        return Key.readBigEndian(bytes, at: offset)
+    }
+
+    mutating func raw(_ count: Int) throws -> [UInt8] {
+        guard count <= remaining else { throw DecodeFailure("ends early") }
+        defer { offset += count }
+        return Array(bytes[offset..<(offset + count)])
+    }
+
+    mutating func data() throws -> [UInt8] { try raw(try count()) }
+
+    mutating func string() throws -> String {
+        let length = try count()
+        guard length <= remaining else { throw DecodeFailure("ends early") }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
+        guard let value = String(validating: slice, as: UTF8.self) else { throw DecodeFailure("invalid UTF-8") }
+        offset += length
+        return value
+    }
+
+    mutating func optional<T>(_ read: (inout ByteReader) throws -> T) throws -> T? {
+        switch try byte() {
+        case 0: return nil
+        case 1: return try read(&self)
+        case let other: throw DecodeFailure("bad optional marker \(other)")
+        }
+    }
+
+    mutating func array<T>(_ read: (inout ByteReader) throws -> T) throws -> [T] {
+        let count = try count()
+        var values: [T] = []
+        values.reserveCapacity(count)
+        for _ in 0..<count { values.append(try read(&self)) }
+        return values
+    }
+
+    func expectEnd() throws {
+        guard isAtEnd else { throw DecodeFailure("\(remaining) unexpected trailing bytes") }
+    }
+}

@@ -1,0 +1,46 @@
+/// What the instance answered to one request, exactly as received (R8.4): the input of every decision
+/// that follows, so `replay --check-decisions` can run them again.
+public struct AnswerReceived: EventPayload {
+    static let type = EventType.answerReceived
+    public var passId: UInt64
+    /// The writes the request carried, in order.
+    public var writes: [WriteID]
+    public var answer: RequestAnswer
+
+    public init(passId: UInt64, writes: [WriteID], answer: RequestAnswer) {
+        self.passId = passId
+        self.writes = writes
+        self.answer = answer
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.varint(passId)
+        writer.ids(writes)
+        answer.encode(into: &writer)
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> AnswerReceived {
+        AnswerReceived(passId: try reader.varint(), writes: try reader.ids(), answer: try RequestAnswer.decode(from: &reader))
+    }
+
+    var writeIDs: [WriteID] { writes }
+    var jsonFields: [String: JSONValue] {
+        var fields: [String: JSONValue] = ["passId": .int(Int64(bitPattern: passId)), "writes": .ids(writes)]
+        switch answer {
+        case .answered(let answers):
+            fields["answers"] = .array(answers.map { answer in
+                guard case .object(var verdict) = answer.verdict.json else { return .null }
+                verdict["replayed"] = .bool(answer.replayed)
+                return .object(verdict)
+            })
+        case .failed(let failure):
+            fields["failure"] = .object([
+                "kind": .string(failure.kind.rawValue), "status": .optional(failure.status) { .int($0) },
+                "code": .optional(failure.code) { .string($0) }, "retryAfter": .optional(failure.retryAfter) { .string($0) },
+                "text": .optional(failure.text) { .string($0) },
+            ])
+        case .contractBroken(let description): fields["contractBroken"] = .string(description)
+        }
+        return fields
+    }
+}

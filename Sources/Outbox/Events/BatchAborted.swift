@@ -1,0 +1,23 @@
+/// The instance refused a write of an atomic group, so nothing of the group was applied (R4.5).
+public struct BatchAborted: EventPayload {
+    static let type = EventType.batchAborted
+    public var passId: UInt64
+    public var writes: [WriteID]
+
+    public init(passId: UInt64, writes: [WriteID]) {
+        self.passId = passId
+        self.writes = writes
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.varint(passId)
+        writer.ids(writes)
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> BatchAborted {
+        BatchAborted(passId: try reader.varint(), writes: try reader.ids())
+    }
+
+    var writeIDs: [WriteID] { writes }
+    var jsonFields: [String: JSONValue] { ["passId": .int(Int64(bitPattern: passId)), "writes": .ids(writes)] }
+}

@@ -1,0 +1,130 @@
+/// Every fact the log records. Each case's payload is its own type, in its own file.
+public enum Event: Hashable, Sendable {
+    case logCreated(LogCreated)
+    case writeQueued(WriteQueued)
+    case sessionSettled(SessionSettled)
+    case networkSwitched(NetworkSwitched)
+    case passStarted(PassStarted)
+    case attemptStarted(AttemptStarted)
+    case answerReceived(AnswerReceived)
+    case verdictRecorded(VerdictRecorded)
+    case schemaRefusalCounted(SchemaRefusalCounted)
+    case writeFailed(WriteFailed)
+    case passEnded(PassEnded)
+    case batchAborted(BatchAborted)
+    case writeReleased(WriteReleased)
+    case writeWithdrawn(WriteWithdrawn)
+    case writeDiscarded(WriteDiscarded)
+    case answersTaken(AnswersCleared)
+    case answersForgotten(AnswersCleared)
+    case localDataCleared(LocalDataCleared)
+
+    public var type: EventType {
+        switch self {
+        case .logCreated: return .logCreated
+        case .writeQueued: return .writeQueued
+        case .sessionSettled: return .sessionSettled
+        case .networkSwitched: return .networkSwitched
+        case .passStarted: return .passStarted
+        case .attemptStarted: return .attemptStarted
+        case .answerReceived: return .answerReceived
+        case .verdictRecorded: return .verdictRecorded
+        case .schemaRefusalCounted: return .schemaRefusalCounted
+        case .writeFailed: return .writeFailed
+        case .passEnded: return .passEnded
+        case .batchAborted: return .batchAborted
+        case .writeReleased: return .writeReleased
+        case .writeWithdrawn: return .writeWithdrawn
+        case .writeDiscarded: return .writeDiscarded
+        case .answersTaken: return .answersTaken
+        case .answersForgotten: return .answersForgotten
+        case .localDataCleared: return .localDataCleared
+        }
+    }
+
+    /// The payload, seen through what every payload can do.
+    private var payload: any EventPayload {
+        switch self {
+        case .logCreated(let p): return p
+        case .writeQueued(let p): return p
+        case .sessionSettled(let p): return p
+        case .networkSwitched(let p): return p
+        case .passStarted(let p): return p
+        case .attemptStarted(let p): return p
+        case .answerReceived(let p): return p
+        case .verdictRecorded(let p): return p
+        case .schemaRefusalCounted(let p): return p
+        case .writeFailed(let p): return p
+        case .passEnded(let p): return p
+        case .batchAborted(let p): return p
+        case .writeReleased(let p): return p
+        case .writeWithdrawn(let p): return p
+        case .writeDiscarded(let p): return p
+        case .localDataCleared(let p): return p
+        case .answersTaken(let p), .answersForgotten(let p): return ClearedPayload(cleared: p)
+        }
+    }
+
+    /// The writes whose history this event belongs to (R8.3).
+    public var writeIDs: [WriteID] { payload.writeIDs }
+
+    /// The payload's fields for the JSON view (server texts included: this view is for audits).
+    public var jsonFields: [String: JSONValue] { payload.jsonFields }
+
+    func encodePayload(into writer: inout ByteWriter) { payload.encode(into: &writer) }
+
+    static func decodePayload(type: EventType, from reader: inout ByteReader) throws -> Event {
+        switch type {
+        case .logCreated: return .logCreated(try .decode(from: &reader))
+        case .writeQueued: return .writeQueued(try .decode(from: &reader))
+        case .sessionSettled: return .sessionSettled(try .decode(from: &reader))
+        case .networkSwitched: return .networkSwitched(try .decode(from: &reader))
+        case .passStarted: return .passStarted(try .decode(from: &reader))
+        case .attemptStarted: return .attemptStarted(try .decode(from: &reader))
+        case .answerReceived: return .answerReceived(try .decode(from: &reader))
+        case .verdictRecorded: return .verdictRecorded(try .decode(from: &reader))
+        case .schemaRefusalCounted: return .schemaRefusalCounted(try .decode(from: &reader))
+        case .writeFailed: return .writeFailed(try .decode(from: &reader))
+        case .passEnded: return .passEnded(try .decode(from: &reader))
+        case .batchAborted: return .batchAborted(try .decode(from: &reader))
+        case .writeReleased: return .writeReleased(try .decode(from: &reader))
+        case .writeWithdrawn: return .writeWithdrawn(try .decode(from: &reader))
+        case .writeDiscarded: return .writeDiscarded(try .decode(from: &reader))
+        case .answersTaken: return .answersTaken(try .decode(from: &reader))
+        case .answersForgotten: return .answersForgotten(try .decode(from: &reader))
+        case .localDataCleared: return .localDataCleared(try .decode(from: &reader))
+        }
+    }
+}
+
+/// `answersTaken` and `answersForgotten` share one payload type; this gives it the payload protocol.
+private struct ClearedPayload: EventPayload {
+    static let type = EventType.answersForgotten
+    let cleared: AnswersCleared
+    func encode(into writer: inout ByteWriter) { cleared.encode(into: &writer) }
+    static func decode(from reader: inout ByteReader) throws -> ClearedPayload { ClearedPayload(cleared: try .decode(from: &reader)) }
+    var writeIDs: [WriteID] { cleared.writes }
+    var jsonFields: [String: JSONValue] { cleared.jsonFields }
+}
+
+/// An event as the log holds it: its sequence number and the time it was recorded.
+public struct RecordedEvent: Hashable, Sendable {
+    public let sequence: UInt64
+    public let at: Timestamp
+    public let event: Event
+
+    public init(sequence: UInt64, at: Timestamp, event: Event) {
+        self.sequence = sequence
+        self.at = at
+        self.event = event
+    }
+
+    /// The event as one JSON object: `seq`, `at`, `type`, then the payload's fields.
+    public var json: JSONValue {
+        var fields = event.jsonFields
+        fields["seq"] = .int(Int64(bitPattern: sequence))
+        fields["at"] = .string(at.description)
+        fields["type"] = .string(event.type.name)
+        return .object(fields)
+    }
+}

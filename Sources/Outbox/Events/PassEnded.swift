@@ -1,0 +1,25 @@
+/// A pass ended: ran out of sendable writes, or stopped by a failure (kind, status, code, Retry-After).
+public struct PassEnded: EventPayload {
+    static let type = EventType.passEnded
+    public var passId: UInt64
+    public var stoppedBy: PassFailure?
+
+    public init(passId: UInt64, stoppedBy: PassFailure?) {
+        self.passId = passId
+        self.stoppedBy = stoppedBy
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.varint(passId)
+        writer.optional(stoppedBy) { $1.encode(into: &$0) }
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> PassEnded {
+        PassEnded(passId: try reader.varint(), stoppedBy: try reader.optional { try PassFailure.decode(from: &$0) })
+    }
+
+    var writeIDs: [WriteID] { [] }
+    var jsonFields: [String: JSONValue] {
+        ["passId": .int(Int64(bitPattern: passId)), "stoppedBy": .optional(stoppedBy) { $0.json }]
+    }
+}

@@ -1,0 +1,43 @@
+/// A pass began: whose writes, which table, who started it, and the settings in force (R8.4).
+public struct PassStarted: EventPayload {
+    static let type = EventType.passStarted
+    public var passId: UInt64
+    public var user: String
+    public var table: String?
+    /// Whether the library started it by itself (R5.2) rather than the app.
+    public var automatic: Bool
+    public var maxRefusals: Int
+    public var batchSize: Int
+
+    public init(passId: UInt64, user: String, table: String?, automatic: Bool, maxRefusals: Int, batchSize: Int) {
+        self.passId = passId
+        self.user = user
+        self.table = table
+        self.automatic = automatic
+        self.maxRefusals = maxRefusals
+        self.batchSize = batchSize
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.varint(passId)
+        writer.string(user)
+        writer.optional(table) { $0.string($1) }
+        writer.bool(automatic)
+        writer.varint(maxRefusals)
+        writer.varint(batchSize)
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> PassStarted {
+        PassStarted(
+            passId: try reader.varint(), user: try reader.string(), table: try reader.optional { try $0.string() },
+            automatic: try reader.bool(), maxRefusals: try reader.int(), batchSize: try reader.int())
+    }
+
+    var writeIDs: [WriteID] { [] }
+    var jsonFields: [String: JSONValue] {
+        [
+            "passId": .int(Int64(bitPattern: passId)), "user": .string(user), "table": .optional(table) { .string($0) },
+            "automatic": .bool(automatic), "maxRefusals": .int(maxRefusals), "batchSize": .int(batchSize),
+        ]
+    }
+}

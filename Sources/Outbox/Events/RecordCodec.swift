@@ -1,0 +1,103 @@
+/// The stored form of one event:
+///
+/// ```
+/// byte 0      payload version (per event type; see EventType.currentVersion)
+/// byte 1      event type code (EventType.rawValue)
+/// varint      time, zigzag milliseconds since 1970
+/// …           payload
+/// 4 bytes     CRC32C, little-endian, over the 8-byte big-endian sequence number and every byte above
+/// ```
+///
+/// The sequence number is inside the checksum, so a record moved to another key is caught too.
+public enum RecordCodec {
+    /// Why a record could not be read.
+    public enum Failure: Error, Hashable, Sendable {
+        case checksumMismatch
+        case tooShort
+        case unknownType(UInt8)
+        /// A payload version newer than this build knows (R8.1): a clear error, not a guess.
+        case newerVersion(type: String, version: UInt8, known: UInt8)
+        case malformed(String)
+
+        var reason: String {
+            switch self {
+            case .checksumMismatch: return "checksum mismatch"
+            case .tooShort: return "record too short"
+            case .unknownType(let code): return "unknown event type \(code)"
+            case .newerVersion(let type, let version, let known):
+                return "\(type) version \(version) is newer than this build reads (\(known)); upgrade the tool"
+            case .malformed(let reason): return "malformed payload: \(reason)"
+            }
+        }
+    }
+
+    /// The record for `event` at `sequence`.
+    public static func encode(_ event: Event, at time: Timestamp, sequence: UInt64) -> [UInt8] {
+        var writer = ByteWriter(capacity: 96)
+        writer.byte(event.type.currentVersion)
+        writer.byte(event.type.rawValue)
+        writer.signed(time.rawValue)
+        event.encodePayload(into: &writer)
+        writer.littleEndian32(checksum(sequence: sequence, body: writer.bytes))
+        return writer.bytes
+    }
+
+    static func checksum(sequence: UInt64, body: some Collection<UInt8>) -> UInt32 {
+        var key = ByteWriter(capacity: 8)
+        key.bigEndian(sequence)
+        let head = key.bytes.withUnsafeBytes { CRC32C.update(0, $0) }
+        return Array(body).withUnsafeBytes { CRC32C.update(head, $0) }
+    }
+
+    /// Reads the record stored at `sequence`: checks its checksum, upcasts an older payload version,
+    /// and decodes it. Any damage is a `Failure`, never a crash.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, sequence: UInt64) throws(Failure) -> RecordedEvent {
+        guard bytes.count >= 7 else { throw .tooShort }
+        let bodyCount = bytes.count - 4
+        let stored = UInt32(bytes[bodyCount]) | UInt32(bytes[bodyCount + 1]) << 8 | UInt32(bytes[bodyCount + 2]) << 16
+            | UInt32(bytes[bodyCount + 3]) << 24
+        var key = ByteWriter(capacity: 8)
+        key.bigEndian(sequence)
+        let head = key.bytes.withUnsafeBytes { CRC32C.update(0, $0) }
+        guard CRC32C.update(head, UnsafeRawBufferPointer(rebasing: bytes[0..<bodyCount])) == stored else { throw .checksumMismatch }
+
+        let version = bytes[0]
+        guard let type = EventType(rawValue: bytes[1]) else { throw .unknownType(bytes[1]) }
+        guard version <= type.currentVersion else {
+            throw .newerVersion(type: type.name, version: version, known: type.currentVersion)
+        }
+        guard version >= 1 else { throw .malformed("version 0") }
+        do {
+            var reader = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[2..<bodyCount]))
+            let time = Timestamp(milliseconds: try reader.signed())
+            var payload = try reader.raw(reader.remaining)
+            if version < type.currentVersion { payload = try Upcasting.upcast(type: type, from: version, payload: payload) }
+            let event = try payload.withUnsafeBytes { raw in
+                var payloadReader = ByteReader(raw)
+                let event = try Event.decodePayload(type: type, from: &payloadReader)
+                try payloadReader.expectEnd()
+                return event
+            }
+            return RecordedEvent(sequence: sequence, at: time, event: event)
+        } catch let failure as DecodeFailure {
+            throw .malformed(failure.reason)
+        } catch {
+            throw .malformed("\(error)")
+        }
+    }
+
+    /// Decodes a record held in an array (tests, fuzzing).
+    public static func decode(_ bytes: [UInt8], sequence: UInt64) throws(Failure) -> RecordedEvent {
+        let result = bytes.withUnsafeBytes { raw in Result { () throws(Failure) in try decode(raw, sequence: sequence) } }
+        return try result.get()
+    }
+
+    /// `bytes` with its checksum recomputed for `sequence`: lets a fuzzer's mutations reach the payload.
+    public static func fixingChecksum(_ bytes: [UInt8], sequence: UInt64) -> [UInt8] {
+        guard bytes.count >= 4 else { return bytes }
+        var writer = ByteWriter(capacity: bytes.count)
+        writer.raw(bytes.dropLast(4))
+        writer.littleEndian32(checksum(sequence: sequence, body: bytes.dropLast(4)))
+        return writer.bytes
+    }
+}

@@ -1,0 +1,28 @@
+/// A PGRST204/205 refusal was counted against a write (R4.3): `count` so far, at the event's time.
+public struct SchemaRefusalCounted: EventPayload {
+    static let type = EventType.schemaRefusalCounted
+    public var writeId: WriteID
+    public var passId: UInt64
+    public var count: Int
+
+    public init(writeId: WriteID, passId: UInt64, count: Int) {
+        self.writeId = writeId
+        self.passId = passId
+        self.count = count
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.varint(writeId.rawValue)
+        writer.varint(passId)
+        writer.varint(count)
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> SchemaRefusalCounted {
+        SchemaRefusalCounted(writeId: try reader.id(), passId: try reader.varint(), count: try reader.int())
+    }
+
+    var writeIDs: [WriteID] { [writeId] }
+    var jsonFields: [String: JSONValue] {
+        ["writeId": .id(writeId), "passId": .int(Int64(bitPattern: passId)), "count": .int(count)]
+    }
+}

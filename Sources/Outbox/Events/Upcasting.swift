@@ -1,0 +1,26 @@
+/// Pure `vN → vN+1` functions over stored payload bytes (R8.1). The log is never rewritten: an old
+/// record is upcast each time it is read, then decoded as the current version.
+enum Upcasting {
+    static func upcast(type: EventType, from version: UInt8, payload: [UInt8]) throws -> [UInt8] {
+        var payload = payload
+        var version = version
+        while version < type.currentVersion {
+            guard let step = steps[Step(type: type, from: version)] else {
+                throw DecodeFailure("no upcaster for \(type.name) version \(version)")
+            }
+            payload = step(payload)
+            version += 1
+        }
+        return payload
+    }
+
+    private struct Step: Hashable {
+        let type: EventType
+        let from: UInt8
+    }
+
+    private static let steps: [Step: @Sendable ([UInt8]) -> [UInt8]] = [
+        // writeQueued v1 had no atomic group (groups arrived with bulk enqueue): v2 appends "none".
+        Step(type: .writeQueued, from: 1): { $0 + [0] }
+    ]
+}

@@ -1,0 +1,87 @@
+/// A write was queued (R2.1): everything needed to send it, and the dependencies it was given.
+public struct WriteQueued: EventPayload {
+    static let type = EventType.writeQueued
+    public var id: WriteID
+    public var user: String
+    public var table: String
+    public var operation: Operation
+    public var key: JSONValue
+    public var body: JSONValue
+    public var baseVersion: Int64?
+    /// The writes the app said it depends on.
+    public var dependsOn: [WriteID]
+    /// Earlier unsettled writes of the same user to the same row, found at enqueue (R2.2).
+    public var follows: [WriteID]
+    public var idempotencyKey: IdempotencyKey
+    /// The atomic group (R4.5): its first write's id and how many writes it has; nil when not in one.
+    public var atomicGroup: AtomicGroup?
+
+    /// Writes enqueued together with `atomic: true`: consecutive ids from `first`, `count` of them.
+    public struct AtomicGroup: Hashable, Sendable {
+        public var first: WriteID
+        public var count: Int
+        public init(first: WriteID, count: Int) {
+            self.first = first
+            self.count = count
+        }
+    }
+
+    public init(
+        id: WriteID, user: String, table: String, operation: Operation, key: JSONValue, body: JSONValue,
+        baseVersion: Int64? = nil, dependsOn: [WriteID] = [], follows: [WriteID] = [], idempotencyKey: IdempotencyKey,
+        atomicGroup: AtomicGroup? = nil
+    ) {
+        self.id = id
+        self.user = user
+        self.table = table
+        self.operation = operation
+        self.key = key
+        self.body = body
+        self.baseVersion = baseVersion
+        self.dependsOn = dependsOn
+        self.follows = follows
+        self.idempotencyKey = idempotencyKey
+        self.atomicGroup = atomicGroup
+    }
+
+    /// Every write this one must follow: `dependsOn` and `follows`, ascending, without repeats.
+    public var dependencies: [WriteID] { Array(Set(dependsOn + follows)).sorted() }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.varint(id.rawValue)
+        writer.string(user)
+        writer.string(table)
+        operation.encode(into: &writer)
+        key.encode(into: &writer)
+        body.encode(into: &writer)
+        writer.optional(baseVersion) { $0.signed($1) }
+        writer.ids(dependsOn)
+        writer.ids(follows)
+        idempotencyKey.encode(into: &writer)
+        // Version 2 added the atomic group (a version-1 record is upcast with "none").
+        writer.optional(atomicGroup) { w, group in
+            w.varint(group.first.rawValue)
+            w.varint(group.count)
+        }
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> WriteQueued {
+        WriteQueued(
+            id: try reader.id(), user: try reader.string(), table: try reader.string(),
+            operation: try Operation.decode(from: &reader), key: try JSONValue.decode(from: &reader),
+            body: try JSONValue.decode(from: &reader), baseVersion: try reader.optional { try $0.signed() },
+            dependsOn: try reader.ids(), follows: try reader.ids(), idempotencyKey: try IdempotencyKey.decode(from: &reader),
+            atomicGroup: try reader.optional { AtomicGroup(first: try $0.id(), count: try $0.int()) })
+    }
+
+    var writeIDs: [WriteID] { [id] }
+
+    var jsonFields: [String: JSONValue] {
+        [
+            "writeId": .id(id), "user": .string(user), "table": .string(table), "op": .string(operation.description),
+            "key": key, "body": body, "baseVersion": .optional(baseVersion) { .int($0) }, "dependsOn": .ids(dependsOn),
+            "follows": .ids(follows), "idempotencyKey": .string(idempotencyKey.description),
+            "atomicGroup": .optional(atomicGroup) { .object(["first": .id($0.first), "count": .int($0.count)]) },
+        ]
+    }
+}

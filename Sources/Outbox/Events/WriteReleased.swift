@@ -1,0 +1,35 @@
+/// The app released a blocked, refused or dead write (R6.3): pending again under a fresh key, its
+/// refusal count kept.
+public struct WriteReleased: EventPayload {
+    static let type = EventType.writeReleased
+    public var writeId: WriteID
+    public var idempotencyKey: IdempotencyKey
+    /// The reason named in `release(reason:)`, if that was the call.
+    public var reason: BlockedReason?
+
+    public init(writeId: WriteID, idempotencyKey: IdempotencyKey, reason: BlockedReason?) {
+        self.writeId = writeId
+        self.idempotencyKey = idempotencyKey
+        self.reason = reason
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.varint(writeId.rawValue)
+        idempotencyKey.encode(into: &writer)
+        writer.optional(reason) { $0.byte($1.code) }
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> WriteReleased {
+        WriteReleased(
+            writeId: try reader.id(), idempotencyKey: try IdempotencyKey.decode(from: &reader),
+            reason: try reader.optional { try BlockedReason.decode(from: &$0) })
+    }
+
+    var writeIDs: [WriteID] { [writeId] }
+    var jsonFields: [String: JSONValue] {
+        [
+            "writeId": .id(writeId), "idempotencyKey": .string(idempotencyKey.description),
+            "reason": .optional(reason) { .string($0.rawValue) },
+        ]
+    }
+}

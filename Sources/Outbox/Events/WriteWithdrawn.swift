@@ -1,0 +1,24 @@
+/// The app withdrew a blocked write (R6.4), with the row the instance held when it was read (null when
+/// it held none). The writes that waited on it are refused unsent by `verdictRecorded` events after it.
+public struct WriteWithdrawn: EventPayload {
+    static let type = EventType.writeWithdrawn
+    public var writeId: WriteID
+    public var row: JSONValue
+
+    public init(writeId: WriteID, row: JSONValue) {
+        self.writeId = writeId
+        self.row = row
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.varint(writeId.rawValue)
+        row.encode(into: &writer)
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> WriteWithdrawn {
+        WriteWithdrawn(writeId: try reader.id(), row: try JSONValue.decode(from: &reader))
+    }
+
+    var writeIDs: [WriteID] { [writeId] }
+    var jsonFields: [String: JSONValue] { ["writeId": .id(writeId), "row": row] }
+}

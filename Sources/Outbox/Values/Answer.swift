@@ -1,0 +1,161 @@
+/// The instance's answer to one write of a request, as received (R4.3, R4.4, R4.5).
+public enum WriteVerdict: Hashable, Sendable {
+    case accepted
+    case merged(fields: [String])
+    case conflicted(siblingId: String, fields: [String])
+    case refused(Refusal)
+    /// Blocked with a reason the instance decides (keySpent, ancestorUnavailable, conflictUnresolved,
+    /// instanceChanged, credentialRefused).
+    case blocked(BlockedReason, refusal: Refusal?)
+    /// A per-write failure that may pass, inside an otherwise answered batch (R4.4): the status, and the
+    /// start of a text body (cut to 200 Unicode scalars; audits only).
+    case failed(status: Int?, text: String?)
+    /// Not applied because a write it depends on in the same batch was not (R4.5).
+    case skipped
+
+    func encode(into writer: inout ByteWriter) {
+        switch self {
+        case .accepted: writer.byte(0)
+        case .merged(let fields):
+            writer.byte(1)
+            writer.array(fields) { $0.string($1) }
+        case .conflicted(let sibling, let fields):
+            writer.byte(2)
+            writer.string(sibling)
+            writer.array(fields) { $0.string($1) }
+        case .refused(let refusal):
+            writer.byte(3)
+            refusal.encode(into: &writer)
+        case .blocked(let reason, let refusal):
+            writer.byte(4)
+            writer.byte(reason.code)
+            writer.optional(refusal) { $1.encode(into: &$0) }
+        case .failed(let status, let text):
+            writer.byte(5)
+            writer.optional(status) { $0.varint($1) }
+            writer.optional(text) { $0.string($1) }
+        case .skipped: writer.byte(6)
+        }
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> WriteVerdict {
+        switch try reader.byte() {
+        case 0: return .accepted
+        case 1: return .merged(fields: try reader.array { try $0.string() })
+        case 2: return .conflicted(siblingId: try reader.string(), fields: try reader.array { try $0.string() })
+        case 3: return .refused(try Refusal.decode(from: &reader))
+        case 4: return .blocked(try BlockedReason.decode(from: &reader), refusal: try reader.optional { try Refusal.decode(from: &$0) })
+        case 5: return .failed(status: try reader.optional { try $0.int() }, text: try reader.optional { try $0.string() })
+        case 6: return .skipped
+        case let other: throw DecodeFailure("unknown verdict \(other)")
+        }
+    }
+
+    /// The verdict's word, as the report and the tools show it.
+    public var name: String {
+        switch self {
+        case .accepted: return "accepted"
+        case .merged: return "merged"
+        case .conflicted: return "conflicted"
+        case .refused: return "refused"
+        case .blocked: return "blocked"
+        case .failed: return "failed"
+        case .skipped: return "skipped"
+        }
+    }
+}
+
+/// One write's answer: its verdict, and whether the instance replayed an earlier answer (R3.2).
+public struct WriteAnswer: Hashable, Sendable {
+    public var verdict: WriteVerdict
+    public var replayed: Bool
+
+    public init(_ verdict: WriteVerdict, replayed: Bool = false) {
+        self.verdict = verdict
+        self.replayed = replayed
+    }
+}
+
+/// A request that got no per-write answers: no connection, or an HTTP status for the whole request.
+public struct RequestFailure: Hashable, Sendable {
+    public enum Kind: String, CaseIterable, Hashable, Sendable {
+        /// The request never reached the instance, or its response was lost.
+        case network
+        /// The request timed out.
+        case timeout
+        /// A failure on the device.
+        case device
+        /// The instance answered the whole request with an HTTP status.
+        case http
+    }
+
+    public var kind: Kind
+    public var status: Int?
+    /// The PostgREST or SQLSTATE code.
+    public var code: String?
+    /// The `Retry-After` header as received (seconds or an HTTP-date).
+    public var retryAfter: String?
+    /// The start of a text body, cut to 200 Unicode scalars (audits only).
+    public var text: String?
+
+    public init(kind: Kind, status: Int? = nil, code: String? = nil, retryAfter: String? = nil, text: String? = nil) {
+        self.kind = kind
+        self.status = status
+        self.code = code
+        self.retryAfter = retryAfter
+        self.text = text.map { Refusal.cut($0) }
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.byte(UInt8(Kind.allCases.firstIndex(of: kind)!))
+        writer.optional(status) { $0.varint($1) }
+        writer.optional(code) { $0.string($1) }
+        writer.optional(retryAfter) { $0.string($1) }
+        writer.optional(text) { $0.string($1) }
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> RequestFailure {
+        let index = Int(try reader.byte())
+        guard index < Kind.allCases.count else { throw DecodeFailure("unknown request failure kind") }
+        return RequestFailure(
+            kind: Kind.allCases[index], status: try reader.optional { try $0.int() },
+            code: try reader.optional { try $0.string() }, retryAfter: try reader.optional { try $0.string() },
+            text: try reader.optional { try $0.string() })
+    }
+}
+
+/// What came back for one request, as received: the input every decision of a pass depends on (R8.4).
+public enum RequestAnswer: Hashable, Sendable {
+    /// One answer per write sent, in order.
+    case answered([WriteAnswer])
+    /// The whole request failed.
+    case failed(RequestFailure)
+    /// The response broke the wire contract; the library's own description of how (never server text).
+    case contractBroken(String)
+
+    func encode(into writer: inout ByteWriter) {
+        switch self {
+        case .answered(let answers):
+            writer.byte(0)
+            writer.array(answers) { w, answer in
+                answer.verdict.encode(into: &w)
+                w.bool(answer.replayed)
+            }
+        case .failed(let failure):
+            writer.byte(1)
+            failure.encode(into: &writer)
+        case .contractBroken(let description):
+            writer.byte(2)
+            writer.string(description)
+        }
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> RequestAnswer {
+        switch try reader.byte() {
+        case 0: return .answered(try reader.array { WriteAnswer(try WriteVerdict.decode(from: &$0), replayed: try $0.bool()) })
+        case 1: return .failed(try RequestFailure.decode(from: &reader))
+        case 2: return .contractBroken(try reader.string())
+        case let other: throw DecodeFailure("unknown answer kind \(other)")
+        }
+    }
+}

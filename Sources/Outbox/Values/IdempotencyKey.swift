@@ -1,0 +1,38 @@
+/// 128 random bits: a write's idempotency key (new at enqueue and at every release, R2.1), or a log's origin.
+public struct IdempotencyKey: Hashable, Sendable, CustomStringConvertible {
+    public let high: UInt64
+    public let low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// A fresh key from `random`.
+    init(using random: any RandomSource) {
+        self.init(high: random.next(), low: random.next())
+    }
+
+    /// 32 lowercase hex digits, in the 8-4-4-4-12 groups of a UUID.
+    public var description: String {
+        let hex = [high, low].map { value -> String in
+            let digits = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - digits.count) + digits
+        }.joined()
+        let chars = Array(hex)
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(chars[$0]) }.joined(separator: "-")
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.bigEndian(high)
+        writer.bigEndian(low)
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> IdempotencyKey {
+        IdempotencyKey(high: try reader.bigEndian(), low: try reader.bigEndian())
+    }
+}
+
+/// A log's origin: 128 random bits made when the log is created, sent with every write so the instance
+/// recognises a write by (origin, id) even after its key was renewed (R2.1).
+public typealias Origin = IdempotencyKey

@@ -1,0 +1,115 @@
+/// A JSON value: the key and body of a write, a row read from the instance.
+///
+/// Literals read naturally: `let key: JSONValue = ["id": 42]`. Values are stored in a canonical binary
+/// form (object keys sorted), so equal values store equal bytes.
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    /// A number written without fraction or exponent that fits 64 bits.
+    case int(Int64)
+    /// Any other number. Not-a-number and infinities are not JSON, and enqueue refuses them.
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// The object's members, or nil for any other value.
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let members) = self { return members }
+        return nil
+    }
+
+    /// Whether every number inside is finite (NaN and infinities cannot be sent as JSON).
+    public var isFinite: Bool {
+        switch self {
+        case .double(let value): return value.isFinite
+        case .array(let values): return values.allSatisfy(\.isFinite)
+        case .object(let members): return members.values.allSatisfy(\.isFinite)
+        default: return true
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+// MARK: - Canonical binary form
+
+extension JSONValue {
+    private enum Tag: UInt8 {
+        case null = 0, isFalse, isTrue, int, double, string, array, object
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        switch self {
+        case .null: writer.byte(Tag.null.rawValue)
+        case .bool(let value): writer.byte(value ? Tag.isTrue.rawValue : Tag.isFalse.rawValue)
+        case .int(let value):
+            writer.byte(Tag.int.rawValue)
+            writer.signed(value)
+        case .double(let value):
+            writer.byte(Tag.double.rawValue)
+            writer.bigEndian(value.bitPattern)
+        case .string(let value):
+            writer.byte(Tag.string.rawValue)
+            writer.string(value)
+        case .array(let values):
+            writer.byte(Tag.array.rawValue)
+            writer.array(values) { $1.encode(into: &$0) }
+        case .object(let members):
+            writer.byte(Tag.object.rawValue)
+            let sorted = members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            writer.varint(sorted.count)
+            for (key, value) in sorted {
+                writer.string(key)
+                value.encode(into: &writer)
+            }
+        }
+    }
+
+    /// The canonical bytes: equal values, equal bytes.
+    var canonicalBytes: [UInt8] {
+        var writer = ByteWriter()
+        encode(into: &writer)
+        return writer.bytes
+    }
+
+    static func decode(from reader: inout ByteReader, depth: Int = 0) throws -> JSONValue {
+        guard depth < JSONText.maxDepth else { throw DecodeFailure("JSON nested deeper than \(JSONText.maxDepth)") }
+        guard let tag = Tag(rawValue: try reader.byte()) else { throw DecodeFailure("unknown JSON tag") }
+        switch tag {
+        case .null: return .null
+        case .isFalse: return .bool(false)
+        case .isTrue: return .bool(true)
+        case .int: return .int(try reader.signed())
+        case .double: return .double(Double(bitPattern: try reader.bigEndian()))
+        case .string: return .string(try reader.string())
+        case .array: return .array(try reader.array { try decode(from: &$0, depth: depth + 1) })
+        case .object:
+            let count = try reader.count()
+            var members: [String: JSONValue] = [:]
+            members.reserveCapacity(count)
+            var previous: String?
+            for _ in 0..<count {
+                let key = try reader.string()
+                if let previous, !previous.utf8.lexicographicallyPrecedes(key.utf8) {
+                    throw DecodeFailure("JSON object keys not in canonical order")
+                }
+                previous = key
+                members[key] = try decode(from: &reader, depth: depth + 1)
+            }
+            return .object(members)
+        }
+    }
+}

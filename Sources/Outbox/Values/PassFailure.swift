@@ -1,0 +1,46 @@
+/// Why a pass stopped (R4.8 `stoppedBy`, R7.1 `lastSyncError`): kind, HTTP status and code, never a
+/// message or a token.
+public struct PassFailure: Hashable, Sendable {
+    /// The kinds of failure that stop a pass.
+    public enum Kind: String, CaseIterable, Hashable, Sendable {
+        /// No connection, a timeout, a failure on the device.
+        case network
+        /// An HTTP status that may pass (401, 408, 429, 5xx, 42501).
+        case http
+        /// PostgREST's schema cache does not know the table or a column yet (PGRST204/205).
+        case schemaCache
+        /// The response broke the wire contract.
+        case `protocol`
+        /// The token's subject is not the session's user (R7.3).
+        case identityChanged
+    }
+
+    public var kind: Kind
+    public var status: Int?
+    public var code: String?
+    /// How long the instance asked to wait, in seconds (capped at one hour).
+    public var retryAfter: Double?
+
+    public init(kind: Kind, status: Int? = nil, code: String? = nil, retryAfter: Double? = nil) {
+        self.kind = kind
+        self.status = status
+        self.code = code
+        self.retryAfter = retryAfter
+    }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.byte(UInt8(Kind.allCases.firstIndex(of: kind)!))
+        writer.optional(status) { $0.varint($1) }
+        writer.optional(code) { $0.string($1) }
+        writer.optional(retryAfter) { $0.bigEndian($1.bitPattern) }
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> PassFailure {
+        let index = Int(try reader.byte())
+        guard index < Kind.allCases.count else { throw DecodeFailure("unknown failure kind") }
+        return PassFailure(
+            kind: Kind.allCases[index], status: try reader.optional { try $0.int() },
+            code: try reader.optional { try $0.string() },
+            retryAfter: try reader.optional { Double(bitPattern: try $0.bigEndian()) })
+    }
+}

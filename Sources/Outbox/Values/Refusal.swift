@@ -1,0 +1,73 @@
+/// Why the instance refused a write (R3.4), or why the library refused it itself (`final`).
+///
+/// `message` is the instance's text, cut to 200 Unicode scalars. It is kept in the log for audits and
+/// shown by the audit tools, but never put in the status, the `events` stream or an error's description.
+public struct Refusal: Hashable, Sendable {
+    /// The HTTP status, or nil for a refusal made by the library (unsent, unmade).
+    public var status: Int?
+    /// The PostgREST or SQLSTATE code (`23505`, `PGRST204`), if any.
+    public var code: String?
+    /// The instance's reason word, or the library's own sentence for a final refusal.
+    public var reason: String?
+    /// The instance's message text (audits only).
+    public var message: String?
+    /// The fields the instance would not take.
+    public var fields: [String]
+    /// Whether the item is trashed, and whether it can be restored.
+    public var trashed: Bool
+    public var restorable: Bool
+    /// The grant the key lacks, if the instance named one.
+    public var missingGrant: String?
+    /// A refusal the library made (unsent, R4.2; unmade, R4.3): never sent again, never released.
+    public var isFinal: Bool
+
+    public init(
+        status: Int? = nil, code: String? = nil, reason: String? = nil, message: String? = nil, fields: [String] = [],
+        trashed: Bool = false, restorable: Bool = false, missingGrant: String? = nil, isFinal: Bool = false
+    ) {
+        self.status = status
+        self.code = code
+        self.reason = reason
+        self.message = message.map { Self.cut($0) }
+        self.fields = fields
+        self.trashed = trashed
+        self.restorable = restorable
+        self.missingGrant = missingGrant
+        self.isFinal = isFinal
+    }
+
+    /// The longest server text the log keeps.
+    public static let maxTextScalars = 200
+
+    /// `text` cut to 200 Unicode scalars.
+    public static func cut(_ text: String) -> String {
+        text.unicodeScalars.count <= maxTextScalars ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(maxTextScalars)))
+    }
+
+    /// A refusal the library makes because a write this one waits for was withdrawn or discarded (R4.2).
+    public static func unsent(because reason: String) -> Refusal { Refusal(reason: reason, isFinal: true) }
+
+    func encode(into writer: inout ByteWriter) {
+        writer.optional(status) { $0.varint($1) }
+        writer.optional(code) { $0.string($1) }
+        writer.optional(reason) { $0.string($1) }
+        writer.optional(message) { $0.string($1) }
+        writer.array(fields) { $0.string($1) }
+        writer.byte((trashed ? 1 : 0) | (restorable ? 2 : 0) | (isFinal ? 4 : 0))
+        writer.optional(missingGrant) { $0.string($1) }
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> Refusal {
+        let status = try reader.optional { try $0.int() }
+        let code = try reader.optional { try $0.string() }
+        let reason = try reader.optional { try $0.string() }
+        let message = try reader.optional { try $0.string() }
+        let fields = try reader.array { try $0.string() }
+        let flags = try reader.byte()
+        guard flags < 8 else { throw DecodeFailure("bad refusal flags") }
+        let grant = try reader.optional { try $0.string() }
+        return Refusal(
+            status: status, code: code, reason: reason, message: message, fields: fields, trashed: flags & 1 != 0,
+            restorable: flags & 2 != 0, missingGrant: grant, isFinal: flags & 4 != 0)
+    }
+}

@@ -1,0 +1,247 @@
+internal import COutboxLMDB
+internal import Synchronization
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// An open LMDB environment: one file (and its lock file), owned by this object and closed with it.
+///
+/// - One environment per path per process: LMDB's locks are per process, so a second open of the same
+///   path throws `LMDBError` (`isAlreadyOpen`).
+/// - Opened with `MDB_NOTLS`: read transactions may run on any thread.
+/// - Transactions are closures: `write` commits on return and aborts on throw; neither may `await`.
+/// - `MDB_MAP_FULL` is handled inside `write`: the transaction is aborted, the map doubled with no
+///   transaction open, and the closure run again. Closures must therefore have no outside side effects.
+public final class Environment: @unchecked Sendable {
+    // @unchecked Sendable: `handle` is set once and freed in deinit; LMDB environments are thread-safe with
+    // MDB_NOTLS; writes are serialized by `writer`, and map resizes exclude every transaction through `resizeLock`.
+
+    /// How an environment's commits reach the disk.
+    public enum Durability: Sendable {
+        /// Every commit is flushed (`fsync`) before it returns: it survives a crash of the app and of the OS.
+        case full
+        /// `MDB_NOSYNC`: commits are not flushed. A commit survives the app being killed, but not an OS
+        /// crash or power loss, which may lose the last commits (never the file's integrity, on a
+        /// file system that keeps write order).
+        case noSync
+    }
+
+    /// How one commit is flushed; see `write(_:_:)`.
+    public enum CommitSync: Sendable {
+        /// As the environment's `Durability` says.
+        case standard
+        /// `MDB_NOMETASYNC` for this commit: data pages are flushed, the meta page is not; an OS crash may
+        /// lose this commit, never the file's integrity.
+        case withoutMetaSync
+    }
+
+    /// Settings of `init`.
+    public struct Options: Sendable {
+        /// The initial map size in bytes; grows on demand.
+        public var mapSize: Int = 64 << 20
+        /// Opens without writing anything to the data file.
+        public var readOnly = false
+        public var durability: Durability = .full
+        /// Creates the databases that are missing (ignored when read-only).
+        public var createDatabases = true
+        public init() {}
+    }
+
+    /// The environment's folder (or file, for a file that is not named `data.mdb`).
+    public let path: String
+    public let isReadOnly: Bool
+    private let handle: OpaquePointer
+    private let registryKey: String
+    private let resizeLock = ReadWriteLock()
+    private let writer = PlainLock()
+    private let commits = Atomic<Int>(0)
+    private let databases: [String: Database]
+    private let mapSizeNow: Mutex<Int>
+
+    private static let registry = Mutex<Set<String>>([])
+
+    /// Opens (or, unless read-only, creates) the environment at `path` with the named databases.
+    public init(path: String, databases names: [String], options: Options = Options()) throws(LMDBError) {
+        let location = try Self.resolve(path, create: !options.readOnly)
+        self.path = location.path
+        self.isReadOnly = options.readOnly
+        registryKey = location.key
+        let inserted = Self.registry.withLock { $0.insert(location.key).inserted }
+        guard inserted else { throw LMDBError(.alreadyOpen, path: location.path) }
+
+        var raw: OpaquePointer?
+        var rc = mdb_env_create(&raw)
+        guard rc == 0, let env = raw else {
+            _ = Self.registry.withLock { $0.remove(location.key) }
+            throw LMDBError(.lmdb(rc, call: "mdb_env_create"), path: location.path)
+        }
+        func fail(_ error: LMDBError) -> LMDBError {
+            mdb_env_close(env)
+            _ = Self.registry.withLock { $0.remove(location.key) }
+            return error
+        }
+        var flags = UInt32(MDB_NOTLS)
+        if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+        if options.durability == .noSync { flags |= UInt32(MDB_NOSYNC) }
+        if !location.isDirectory { flags |= UInt32(MDB_NOSUBDIR) }
+        rc = mdb_env_set_maxdbs(env, MDB_dbi(max(names.count, 1)))
+        if rc == 0 { rc = mdb_env_set_mapsize(env, options.mapSize) }
+        if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_env_set_mapsize"), path: location.path)) }
+        rc = mdb_env_open(env, location.path, flags, 0o600)
+        if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_env_open"), path: location.path)) }
+
+        // Open every database once, in one transaction; handles stay valid for the environment's life.
+        var opened: [String: Database] = [:]
+        var txn: OpaquePointer?
+        rc = mdb_txn_begin(env, nil, options.readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+        if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_txn_begin"), path: location.path)) }
+        for name in names {
+            var dbi = MDB_dbi()
+            let create = !options.readOnly && options.createDatabases
+            rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+            if rc == MDB_NOTFOUND {
+                mdb_txn_abort(txn)
+                throw fail(LMDBError(.missingDatabase(name), path: location.path))
+            }
+            if rc != 0 {
+                mdb_txn_abort(txn)
+                throw fail(LMDBError(.lmdb(rc, call: "mdb_dbi_open(\(name))"), path: location.path))
+            }
+            opened[name] = Database(dbi: dbi, name: name)
+        }
+        rc = options.readOnly ? { mdb_txn_abort(txn); return 0 }() : mdb_txn_commit(txn)
+        if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_txn_commit"), path: location.path)) }
+
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        handle = env
+        databases = opened
+        mapSizeNow = Mutex(info.me_mapsize)
+    }
+
+    deinit {
+        mdb_env_close(handle)
+        _ = Self.registry.withLock { $0.remove(registryKey) }
+    }
+
+    /// The database opened under `name` (one of the names given to `init`).
+    public func database(_ name: String) -> Database {
+        guard let db = databases[name] else { preconditionFailure("database \(name) was not opened") }
+        return db
+    }
+
+    /// The current map size in bytes.
+    public var mapSize: Int { mapSizeNow.withLock { $0 } }
+
+    /// How many write transactions this environment has committed (tests count commits, not time).
+    public var commitCount: Int { commits.load(ordering: .relaxed) }
+
+    /// Runs `body` in a read-only transaction (a consistent snapshot).
+    public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
+        while true {
+            let outcome: R? = try resizeLock.withShared {
+                var raw: OpaquePointer?
+                let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &raw)
+                if rc == MDB_MAP_RESIZED { return nil }
+                try check(rc, "mdb_txn_begin", path: path)
+                let txn = ReadTransaction(handle: raw!, environment: self)
+                return try body(txn)
+            }
+            if let outcome { return outcome }
+            try adoptMapSizeOfOtherProcess()
+        }
+    }
+
+    /// Runs `body` in the write transaction and commits it. On `MDB_MAP_FULL` the map doubles and `body`
+    /// runs again, so it must have no effect outside the transaction. Writes of one process are serial.
+    public func write<R>(sync: CommitSync = .standard, _ body: (borrowing WriteTransaction) throws -> R) throws -> R {
+        precondition(!isReadOnly, "write on a read-only environment")
+        return try writer.withLock { () throws -> R in
+            while true {
+                do {
+                    let result: R? = try resizeLock.withShared {
+                        var raw: OpaquePointer?
+                        let rc = mdb_txn_begin(handle, nil, 0, &raw)
+                        if rc == MDB_MAP_RESIZED { return nil }
+                        try check(rc, "mdb_txn_begin", path: path)
+                        let txn = WriteTransaction(handle: raw!, environment: self)
+                        let result = try body(txn)
+                        if sync == .withoutMetaSync { mdb_env_set_flags(handle, UInt32(MDB_NOMETASYNC), 1) }
+                        defer { if sync == .withoutMetaSync { mdb_env_set_flags(handle, UInt32(MDB_NOMETASYNC), 0) } }
+                        try txn.commit()
+                        return result
+                    }
+                    guard let result else {
+                        try adoptMapSizeOfOtherProcess()
+                        continue
+                    }
+                    commits.add(1, ordering: .relaxed)
+                    return result
+                } catch let error as LMDBError where error.isMapFull {
+                    try grow()
+                }
+            }
+        }
+    }
+
+    /// Doubles the map. Called with no transaction of this process open.
+    private func grow() throws(LMDBError) {
+        try resizeLock.withExclusive { () throws(LMDBError) in
+            let next = mapSizeNow.withLock { $0 } * 2
+            try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize", path: path)
+            var info = MDB_envinfo()
+            mdb_env_info(handle, &info)
+            mapSizeNow.withLock { $0 = info.me_mapsize }
+        }
+    }
+
+    /// Another process grew the map (`MDB_MAP_RESIZED`): adopt its size.
+    private func adoptMapSizeOfOtherProcess() throws(LMDBError) {
+        try resizeLock.withExclusive { () throws(LMDBError) in
+            try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize", path: path)
+            var info = MDB_envinfo()
+            mdb_env_info(handle, &info)
+            mapSizeNow.withLock { $0 = info.me_mapsize }
+        }
+    }
+
+    /// Flushes the data file to disk (`mdb_env_sync(force)`), for environments opened with `.noSync`.
+    public func flush() throws(LMDBError) {
+        try check(mdb_env_sync(handle, 1), "mdb_env_sync", path: path)
+    }
+
+    // MARK: - Paths
+
+    private struct Location {
+        var path: String
+        var isDirectory: Bool
+        var key: String
+    }
+
+    /// `path` names a folder (created 0700 if missing and allowed), or a `data.mdb` inside one (then the
+    /// folder is used, so the lock file is the one an app uses), or any other file (opened `MDB_NOSUBDIR`).
+    private static func resolve(_ path: String, create: Bool) throws(LMDBError) -> Location {
+        var info = stat()
+        var location = path
+        if stat(path, &info) != 0 {
+            guard errno == ENOENT else { throw LMDBError(.system(errno, call: "stat"), path: path) }
+            guard create else { throw LMDBError(.doesNotExist, path: path) }
+            if mkdir(path, 0o700) != 0 && errno != EEXIST {
+                throw LMDBError(.system(errno, call: "mkdir"), path: path)
+            }
+            _ = stat(path, &info)
+        } else if (info.st_mode & S_IFMT) == S_IFREG, path.split(separator: "/").last == "data.mdb" {
+            let parent = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            location = parent.isEmpty ? (path.hasPrefix("/") ? "/" : ".") : parent
+            _ = stat(location, &info)
+        }
+        let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
+        if isDirectory, !create {
+            var data = stat()
+            if stat(location + "/data.mdb", &data) != 0 { throw LMDBError(.doesNotExist, path: location) }
+        }
+        guard let real = realpath(location, nil) else { throw LMDBError(.system(errno, call: "realpath"), path: location) }
+        defer { free(real) }
+        return Location(path: location, isDirectory: isDirectory, key: String(cString: real))
+    }
+}

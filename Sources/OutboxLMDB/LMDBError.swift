@@ -1,0 +1,86 @@
+internal import COutboxLMDB
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// An error of the LMDB layer: what failed, on which file, and what to do.
+///
+/// `code` wraps a private enum so cases can be added without breaking clients (swift-nio, swift-system).
+/// `MDB_NOTFOUND` is never an error here: lookups return `nil`.
+public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
+    enum Kind: Hashable, Sendable {
+        /// A C error code returned by an `mdb_*` call, with the call's name.
+        case lmdb(Int32, call: String)
+        /// The path is already open in this process (LMDB forbids two environments on one file per process).
+        case alreadyOpen
+        /// A database the layout needs is not in the file: not a log of ours, or damaged.
+        case missingDatabase(String)
+        /// A file-system call failed with `errno`.
+        case system(Int32, call: String)
+        /// The path does not exist and the environment was opened read-only.
+        case doesNotExist
+        /// A key longer than LMDB accepts (511 bytes by default).
+        case keyTooLong(Int)
+    }
+
+    let kind: Kind
+    /// The environment's path.
+    public let path: String
+
+    init(_ kind: Kind, path: String) {
+        self.kind = kind
+        self.path = path
+    }
+
+    /// The LMDB or errno code behind this error, if there is one.
+    public var code: Int32? {
+        switch kind {
+        case .lmdb(let code, _), .system(let code, _): return code
+        default: return nil
+        }
+    }
+
+    /// `MDB_MAP_FULL`: the map is too small for this transaction. The environment grows the map and
+    /// retries by itself; callers only see it when growth itself failed.
+    public var isMapFull: Bool { code == MDB_MAP_FULL && { if case .lmdb = kind { return true } else { return false } }() }
+    /// The path is already open in this process.
+    public var isAlreadyOpen: Bool { kind == .alreadyOpen }
+    /// The file is missing one of the databases a log has (foreign or damaged file).
+    public var isMissingDatabase: Bool { if case .missingDatabase = kind { return true } else { return false } }
+    /// The log does not exist (read-only open of a missing path).
+    public var isDoesNotExist: Bool { kind == .doesNotExist }
+    /// LMDB found an invalid page or file header (`MDB_CORRUPTED`, `MDB_INVALID`, `MDB_PAGE_NOTFOUND`, `MDB_VERSION_MISMATCH`).
+    public var isDamage: Bool {
+        guard case .lmdb(let code, _) = kind else { return false }
+        return code == MDB_CORRUPTED || code == MDB_INVALID || code == MDB_PAGE_NOTFOUND || code == MDB_VERSION_MISMATCH
+    }
+
+    public var description: String {
+        switch kind {
+        case .lmdb(let code, let call):
+            let text = String(cString: mdb_strerror(code))
+            if code == MDB_INVALID || code == MDB_VERSION_MISMATCH {
+                return "\(path): not an LMDB file of a version this build reads (\(call): \(text))"
+            }
+            if code == MDB_CORRUPTED || code == MDB_PAGE_NOTFOUND {
+                return "\(path): the LMDB page structure is damaged (\(call): \(text)); restore the log from a copy"
+            }
+            return "\(path): \(call) failed: \(text) (LMDB code \(code))"
+        case .alreadyOpen:
+            return "\(path): already open in this process; share the one open client instead of opening it again"
+        case .missingDatabase(let name):
+            return "\(path): not an outbox log (it has no '\(name)' database), or its layout is damaged"
+        case .system(let code, let call):
+            return "\(path): \(call) failed: \(String(cString: strerror(code)))"
+        case .doesNotExist:
+            return "\(path): no log here (nothing is created by a read-only open)"
+        case .keyTooLong(let length):
+            return "\(path): a key of \(length) bytes is longer than LMDB accepts"
+        }
+    }
+}
+
+@inline(__always)
+func check(_ rc: Int32, _ call: @autoclosure () -> String, path: String) throws(LMDBError) {
+    if rc != 0 { throw LMDBError(.lmdb(rc, call: call()), path: path) }
+}

@@ -1,0 +1,152 @@
+internal import COutboxLMDB
+
+/// What both kinds of transaction can do: read. Bytes handed to a closure live only inside the
+/// transaction; decode or copy them before returning.
+public protocol ReadableTransaction: ~Copyable {
+    /// The C handle. Never escapes the transaction's closure.
+    var handle: OpaquePointer { get }
+    /// The environment's path, for error messages.
+    var path: String { get }
+}
+
+extension ReadableTransaction where Self: ~Copyable {
+    /// Calls `body` with the value stored under `key`, or returns `nil` when there is none (`MDB_NOTFOUND`).
+    public func withValue<R>(
+        _ db: Database, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R? {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val()
+        let rc = mdb_get(handle, db.dbi, &k, &v)
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc, "mdb_get(\(db.name))", path: path)
+        return try body(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+    }
+
+    /// A copy of the value stored under `key`, or `nil`.
+    public func get(_ db: Database, key: [UInt8]) throws -> [UInt8]? {
+        try key.withUnsafeBytes { k in try withValue(db, key: k) { Array($0) } }
+    }
+
+    /// Whether `key` is present.
+    public func contains(_ db: Database, key: [UInt8]) throws -> Bool {
+        try key.withUnsafeBytes { k in try withValue(db, key: k) { _ in true } } ?? false
+    }
+
+    /// Number of entries in `db`.
+    public func count(_ db: Database) throws -> Int {
+        var stat = MDB_stat()
+        try check(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))", path: path)
+        return stat.ms_entries
+    }
+
+    /// Runs `body` with a cursor on `db`; the cursor is closed when `body` returns.
+    public func withCursor<R>(_ db: Database, _ body: (borrowing Cursor) throws -> R) throws -> R {
+        var raw: OpaquePointer?
+        try check(mdb_cursor_open(handle, db.dbi, &raw), "mdb_cursor_open(\(db.name))", path: path)
+        let cursor = Cursor(handle: raw!, database: db, path: path)
+        return try body(cursor)
+    }
+
+    /// Calls `body` for each entry whose key starts with `prefix`, in key order, from `start`
+    /// (which must itself start with `prefix`; the prefix when omitted). `body` returns false to stop.
+    public func forEach(
+        _ db: Database, prefix: [UInt8], from start: [UInt8]? = nil,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try withCursor(db) { cursor in
+            var entry = try cursor.seek(atLeast: start ?? prefix)
+            while let current = entry, current.key.starts(with: prefix) {
+                guard try body(current.key, current.value) else { return }
+                entry = try cursor.next()
+            }
+        }
+    }
+}
+
+/// A read-only transaction: a consistent snapshot of the file. Aborted when it goes out of scope.
+public struct ReadTransaction: ~Copyable, ReadableTransaction {
+    public let handle: OpaquePointer
+    private let environment: Unmanaged<Environment>
+    public var path: String { environment.takeUnretainedValue().path }
+
+    init(handle: OpaquePointer, environment: Environment) {
+        self.handle = handle
+        self.environment = .passUnretained(environment)
+    }
+
+    deinit { mdb_txn_abort(handle) }
+}
+
+/// The one write transaction. Committed by the environment when its closure returns, aborted when it
+/// throws; a value of this type never outlives its closure.
+public struct WriteTransaction: ~Copyable, ReadableTransaction {
+    public let handle: OpaquePointer
+    // Unmanaged keeps every stored property trivial, which `discard self` in `commit` requires; the
+    // environment outlives the transaction because it runs the closure the transaction lives in.
+    private let environment: Unmanaged<Environment>
+    public var path: String { environment.takeUnretainedValue().path }
+
+    init(handle: OpaquePointer, environment: Environment) {
+        self.handle = handle
+        self.environment = .passUnretained(environment)
+    }
+
+    /// Options of `put`.
+    public struct PutOptions: OptionSet, Sendable {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// The key is greater than every key in the database (`MDB_APPEND`): no search, dense pages.
+        public static let append = PutOptions(rawValue: UInt32(MDB_APPEND))
+        /// Fail with `false` instead of overwriting an existing key (`MDB_NOOVERWRITE`).
+        public static let noOverwrite = PutOptions(rawValue: UInt32(MDB_NOOVERWRITE))
+    }
+
+    /// Stores `value` under `key`. Returns false only with `.noOverwrite` when the key exists.
+    @discardableResult
+    public func put(
+        _ db: Database, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, options: PutOptions = []
+    ) throws -> Bool {
+        if key.count > 511 { throw LMDBError(.keyTooLong(key.count), path: path) }
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        let rc = mdb_put(handle, db.dbi, &k, &v, options.rawValue)
+        if rc == MDB_KEYEXIST && options.contains(.noOverwrite) { return false }
+        try check(rc, "mdb_put(\(db.name))", path: path)
+        return true
+    }
+
+    /// Stores `value` under `key`.
+    @discardableResult
+    public func put(_ db: Database, key: [UInt8], value: [UInt8], options: PutOptions = []) throws -> Bool {
+        try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try put(db, key: k, value: v, options: options) } }
+    }
+
+    /// Removes `key`; returns whether it was there.
+    @discardableResult
+    public func delete(_ db: Database, key: UnsafeRawBufferPointer) throws -> Bool {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        let rc = mdb_del(handle, db.dbi, &k, nil)
+        if rc == MDB_NOTFOUND { return false }
+        try check(rc, "mdb_del(\(db.name))", path: path)
+        return true
+    }
+
+    /// Removes `key`; returns whether it was there.
+    @discardableResult
+    public func delete(_ db: Database, key: [UInt8]) throws -> Bool {
+        try key.withUnsafeBytes { try delete(db, key: $0) }
+    }
+
+    /// Removes every entry of `db` (the database itself stays).
+    public func clear(_ db: Database) throws {
+        try check(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))", path: path)
+    }
+
+    consuming func commit() throws(LMDBError) {
+        let handle = self.handle, path = self.path
+        discard self
+        try check(mdb_txn_commit(handle), "mdb_txn_commit", path: path)
+    }
+
+    deinit { mdb_txn_abort(handle) }
+}
