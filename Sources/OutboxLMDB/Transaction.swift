@@ -79,7 +79,7 @@ public struct ReadTransaction: ~Copyable, ReadableTransaction {
 
 /// The one write transaction. Committed by the environment when its closure returns, aborted when it
 /// throws; a value of this type never outlives its closure.
-public struct WriteTransaction: ~Copyable, ReadableTransaction {
+public struct WriteTransaction: ~Copyable, WritableTransaction {
     public let handle: OpaquePointer
     // Unmanaged keeps every stored property trivial, which `discard self` in `commit` requires; the
     // environment outlives the transaction because it runs the closure the transaction lives in.
@@ -91,16 +91,29 @@ public struct WriteTransaction: ~Copyable, ReadableTransaction {
         self.environment = .passUnretained(environment)
     }
 
-    /// Options of `put`.
-    public struct PutOptions: OptionSet, Sendable {
-        public let rawValue: UInt32
-        public init(rawValue: UInt32) { self.rawValue = rawValue }
-        /// The key is greater than every key in the database (`MDB_APPEND`): no search, dense pages.
-        public static let append = PutOptions(rawValue: UInt32(MDB_APPEND))
-        /// Fail with `false` instead of overwriting an existing key (`MDB_NOOVERWRITE`).
-        public static let noOverwrite = PutOptions(rawValue: UInt32(MDB_NOOVERWRITE))
+    consuming func commit() throws(LMDBError) {
+        let handle = self.handle, path = self.path
+        discard self
+        try check(mdb_txn_commit(handle), "mdb_txn_commit", path: path)
     }
 
+    deinit { mdb_txn_abort(handle) }
+}
+
+/// Options of `put`.
+public struct PutOptions: OptionSet, Sendable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    /// The key is greater than every key in the database (`MDB_APPEND`): no search, dense pages.
+    public static let append = PutOptions(rawValue: UInt32(MDB_APPEND))
+    /// Fail with `false` instead of overwriting an existing key (`MDB_NOOVERWRITE`).
+    public static let noOverwrite = PutOptions(rawValue: UInt32(MDB_NOOVERWRITE))
+}
+
+/// What the write transaction (and its access view) can do besides reading.
+public protocol WritableTransaction: ReadableTransaction, ~Copyable {}
+
+extension WritableTransaction where Self: ~Copyable {
     /// Stores `value` under `key`. Returns false only with `.noOverwrite` when the key exists.
     @discardableResult
     public func put(
@@ -142,11 +155,27 @@ public struct WriteTransaction: ~Copyable, ReadableTransaction {
         try check(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))", path: path)
     }
 
-    consuming func commit() throws(LMDBError) {
-        let handle = self.handle, path = self.path
-        discard self
-        try check(mdb_txn_commit(handle), "mdb_txn_commit", path: path)
-    }
+}
 
-    deinit { mdb_txn_abort(handle) }
+/// A copyable view of a transaction, for closures that must reach it (a fold's store, a reader).
+/// It is valid only until the transaction's closure returns: never keep one beyond it.
+public struct ReadAccess: ReadableTransaction {
+    public let handle: OpaquePointer
+    public let path: String
+}
+
+/// A copyable view of the write transaction; see `ReadAccess`.
+public struct WriteAccess: WritableTransaction {
+    public let handle: OpaquePointer
+    public let path: String
+}
+
+extension ReadTransaction {
+    /// A view of this transaction that closures may capture; valid only inside the transaction's closure.
+    public var unsafeAccess: ReadAccess { ReadAccess(handle: handle, path: path) }
+}
+
+extension WriteTransaction {
+    /// A view of this transaction that closures may capture; valid only inside the transaction's closure.
+    public var unsafeAccess: WriteAccess { WriteAccess(handle: handle, path: path) }
 }

@@ -1,0 +1,42 @@
+/// Appends events inside one write transaction: each gets the next sequence number and the
+/// transaction's time, is stored with `MDB_APPEND`, and is folded into the projections at once, so the
+/// next read in the same transaction sees it.
+struct Appender {
+    /// The time every event of this transaction records.
+    let time: Timestamp
+    /// Reads the projections and log as this transaction sees them.
+    let reader: StoreReader
+    private(set) var nextSequence: UInt64
+    private(set) var appended: [RecordedEvent] = []
+    private var projector: Projector<ClosureStore>
+    private let putRecord: (UInt64, [UInt8]) throws -> Void
+
+    init(time: Timestamp, nextSequence: UInt64, store: ClosureStore, reader: StoreReader, putRecord: @escaping (UInt64, [UInt8]) throws -> Void) {
+        self.time = time
+        self.nextSequence = nextSequence
+        self.projector = Projector(store: store)
+        self.reader = reader
+        self.putRecord = putRecord
+    }
+
+    /// Appends `event` and folds it into the projections.
+    @discardableResult
+    mutating func append(_ event: Event) throws -> RecordedEvent {
+        let recorded = RecordedEvent(sequence: nextSequence, at: time, event: event)
+        try putRecord(nextSequence, RecordCodec.encode(event, at: time, sequence: nextSequence))
+        try projector.apply(recorded)
+        appended.append(recorded)
+        nextSequence += 1
+        return recorded
+    }
+
+    /// Records the last applied sequence; called once when the transaction's work is done.
+    mutating func finish() throws {
+        if !appended.isEmpty { try projector.markApplied(nextSequence - 1) }
+    }
+
+    /// Unsettled writes to the row (R2.2), as this transaction sees them.
+    func unsettledWrites(user: String, table: String, key: JSONValue) throws -> [WriteID] {
+        try projector.unsettledWrites(user: user, table: table, key: key)
+    }
+}

@@ -1,0 +1,204 @@
+internal import Foundation
+public import OutboxLMDB
+
+/// The append-only event log on LMDB and the projections folded from it, in one environment.
+///
+/// Databases: `log` (sequence, big-endian → record) and one per `ProjectionTable`. Every write goes
+/// through `transaction`, which appends events and folds them in the same LMDB transaction.
+package final class EventLog: Sendable {
+    package let environment: Environment
+    /// The path the log was opened at, as given.
+    package let path: String
+    let clock: any OutboxClock
+    let random: any RandomSource
+    let crashPlan: CrashPlan?
+    private let logDatabase: Database
+    private let tables: [ProjectionTable: Database]
+    let committer = GroupCommitter()
+
+    static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
+
+    /// Settings of `open`.
+    package struct Options: Sendable {
+        package var readOnly = false
+        package var durability: Environment.Durability = .full
+        package var mapSize = 64 << 20
+        package var clock: any OutboxClock = SystemClock()
+        package var random: any RandomSource = SystemRandomSource()
+        package var crashPlan: CrashPlan?
+        package init() {}
+    }
+
+    /// Opens the log at `path`, creating it unless read-only (R8.8). A new log gets its `logCreated`
+    /// event; projections of an older layout, or behind the log, are rebuilt. Nothing scans the log
+    /// otherwise, so opening a log of a million writes is immediate.
+    package init(path: String, options: Options = Options()) throws {
+        var environmentOptions = Environment.Options()
+        environmentOptions.readOnly = options.readOnly
+        environmentOptions.durability = options.durability
+        environmentOptions.mapSize = options.mapSize
+        let environment = try storageErrors { try Environment(path: path, databases: Self.databaseNames, options: environmentOptions) }
+        self.environment = environment
+        self.path = path
+        clock = options.clock
+        random = options.random
+        crashPlan = options.crashPlan
+        logDatabase = environment.database("log")
+        tables = Dictionary(uniqueKeysWithValues: ProjectionTable.allCases.map { ($0, environment.database($0.rawValue)) })
+
+        let (last, applied, layout) = try storageErrors {
+            try environment.read { txn in
+                let last = try txn.withCursor(logDatabase) { cursor in try cursor.last().map { Key.readBigEndian($0.key) } }
+                let applied = try txn.get(tables[.meta]!, key: MetaKey.applied).map { Key.readBigEndianArray($0) }
+                let layout = try txn.get(tables[.meta]!, key: MetaKey.layout).map { Key.readBigEndianArray($0) }
+                return (last, applied, layout)
+            }
+        }
+        if options.readOnly {
+            guard last != nil else { throw OutboxError.damaged(path: path, "the log holds no events: not an outbox log") }
+            return
+        }
+        if last == nil {
+            let origin = Origin(using: random)
+            try transaction(sync: .standard) { appender in _ = try appender.append(.logCreated(LogCreated(origin: origin))) }
+        } else if layout != projectionLayoutVersion || applied != last {
+            try rebuild()
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Runs `body` in one write transaction with an appender, and commits. On `MDB_MAP_FULL` the map
+    /// grows and `body` runs again, so `body` must have no effect outside the transaction.
+    func transaction<R>(sync: Environment.CommitSync, _ body: (inout Appender) throws -> R) throws -> R {
+        try storageErrors {
+            try environment.write(sync: sync) { txn in
+                try withAppender(txn) { appender in
+                    let result = try body(&appender)
+                    try appender.finish()
+                    return result
+                }
+            }
+        }
+    }
+
+    private func withAppender<R>(_ txn: borrowing WriteTransaction, _ body: (inout Appender) throws -> R) throws -> R {
+        let access = txn.unsafeAccess
+        let last = try access.withCursor(logDatabase) { cursor in try cursor.last().map { Key.readBigEndian($0.key) } } ?? 0
+        let logDatabase = self.logDatabase
+        var appender = Appender(
+            time: clock.now(), nextSequence: last + 1, store: store(access), reader: reader(access),
+            putRecord: { sequence, record in try access.put(logDatabase, key: Key.id(sequence), value: record, options: .append) })
+        return try body(&appender)
+    }
+
+    /// The projections of a write transaction, as a fold's store.
+    private func store(_ access: WriteAccess) -> ClosureStore {
+        let tables = self.tables
+        return ClosureStore(
+            read: { table, key in try access.get(tables[table]!, key: key) },
+            write: { table, key, value in
+                if let value { try access.put(tables[table]!, key: key, value: value) } else { try access.delete(tables[table]!, key: key) }
+            })
+    }
+
+    /// A reader over a transaction's projections and log.
+    private func reader(_ access: some ReadableTransaction) -> StoreReader {
+        let tables = self.tables, logDatabase = self.logDatabase, path = self.path
+        return StoreReader(
+            value: { table, key in try access.get(tables[table]!, key: key) },
+            scan: { table, prefix, start, visit in try access.forEach(tables[table]!, prefix: prefix, from: start, visit) },
+            record: { sequence in
+                try Key.id(sequence).withUnsafeBytes { key in
+                    try access.withValue(logDatabase, key: key) { bytes in try Self.decode(bytes, sequence: sequence, path: path) }
+                }
+            })
+    }
+
+    /// Appends through the group committer: callers arriving while a commit is in flight share the
+    /// next one (R2.3). Returns once the commit is durable as `sync` says.
+    func append<R: Sendable>(
+        sync: Environment.CommitSync = .standard, isEnqueue: Bool = false,
+        _ work: @escaping @Sendable (inout Appender) throws -> R
+    ) async throws -> R {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+            committer.submit(
+                GroupCommitter.Job(
+                    sync: sync, isEnqueue: isEnqueue, work: { appender in try work(&appender) },
+                    complete: { result in continuation.resume(with: result.map { $0 as! R }) }),
+                to: self)
+        }
+    }
+
+    // MARK: - Reading
+
+    /// Runs `body` with a reader over a consistent snapshot of the projections and the log.
+    func read<R>(_ body: (StoreReader) throws -> R) throws -> R {
+        try storageErrors { try environment.read { txn in try body(reader(txn.unsafeAccess)) } }
+    }
+
+    /// Calls `body` with every event from `from` through `to`, in order, decoding each; a damaged record
+    /// throws `OutboxError` (`.damaged`) naming its sequence. `body` returns false to stop.
+    func forEachEvent(from: UInt64 = 1, to: UInt64 = .max, _ body: (RecordedEvent) throws -> Bool) throws {
+        let path = self.path
+        try storageErrors {
+            try environment.read { txn in
+                try txn.withCursor(logDatabase) { cursor in
+                    var entry = try cursor.seek(atLeast: Key.id(from))
+                    while let current = entry {
+                        guard current.key.count == 8 else {
+                            throw OutboxError.damaged(path: path, "a log key is \(current.key.count) bytes, not 8")
+                        }
+                        let sequence = Key.readBigEndian(current.key)
+                        if sequence > to { return }
+                        let event = try Self.decode(current.value, sequence: sequence, path: path)
+                        guard try body(event) else { return }
+                        entry = try cursor.next()
+                    }
+                }
+            }
+        }
+    }
+
+    /// The sequence number of the last event.
+    func lastSequence() throws -> UInt64 {
+        try storageErrors {
+            try environment.read { txn in try txn.withCursor(logDatabase) { try $0.last().map { Key.readBigEndian($0.key) } } } ?? 0
+        }
+    }
+
+    /// Decodes one stored record; damage becomes an `OutboxError` naming the file and sequence (R8.6).
+    static func decode(_ bytes: UnsafeRawBufferPointer, sequence: UInt64, path: String) throws(OutboxError) -> RecordedEvent {
+        do {
+            return try RecordCodec.decode(bytes, sequence: sequence)
+        } catch {
+            throw OutboxError.damagedRecord(path: path, sequence: sequence, reason: error.reason)
+        }
+    }
+
+    // MARK: - Rebuild
+
+    /// Drops every projection and folds the log from its first event, in one transaction: a crash
+    /// part way leaves the old projections as they were (R8.2).
+    package func rebuild() throws {
+        let tables = self.tables, logDatabase = self.logDatabase, path = self.path, crashPlan = self.crashPlan
+        try storageErrors {
+            try environment.write { txn in
+                let access = txn.unsafeAccess
+                for table in ProjectionTable.allCases { try access.clear(tables[table]!) }
+                let total = try access.count(logDatabase)
+                var projector = Projector(store: store(access))
+                var last: UInt64 = 0
+                var folded = 0
+                try access.forEach(logDatabase, prefix: []) { key, value in
+                    last = Key.readBigEndian(key)
+                    try projector.apply(try Self.decode(value, sequence: last, path: path))
+                    folded += 1
+                    if folded == total / 2 { crashPlan?.pass(.rebuildMidway) }
+                    return true
+                }
+                if last > 0 { try projector.markApplied(last) }
+            }
+        }
+    }
+}

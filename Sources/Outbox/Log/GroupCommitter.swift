@@ -1,0 +1,73 @@
+internal import Dispatch
+internal import Synchronization
+internal import OutboxLMDB
+
+/// Runs every write of the log on one serial queue, and lets callers share commits: jobs that arrive
+/// while a commit is in flight are run together in the next transaction, so 16 concurrent enqueues cost
+/// far fewer than 16 flushes (R2.3).
+///
+/// A job that throws before appending anything fails alone; the others of its group still commit. A job
+/// that throws after appending fails the whole transaction (nothing of it is written), and every job
+/// of the group gets that error.
+final class GroupCommitter: Sendable {
+    struct Job: Sendable {
+        let sync: Environment.CommitSync
+        let isEnqueue: Bool
+        let work: @Sendable (inout Appender) throws -> any Sendable
+        let complete: @Sendable (Result<any Sendable, any Error>) -> Void
+    }
+
+    private struct State {
+        var jobs: [Job] = []
+        var drainScheduled = false
+        var groups = 0
+    }
+
+    private let queue = DispatchQueue(label: "outbox.log-writer")
+    private let state = Mutex(State())
+
+    /// How many transactions the committer has run (each is one commit).
+    var groupCount: Int { state.withLock { $0.groups } }
+
+    func submit(_ job: Job, to log: EventLog) {
+        let schedule = state.withLock { state -> Bool in
+            state.jobs.append(job)
+            if state.drainScheduled { return false }
+            state.drainScheduled = true
+            return true
+        }
+        if schedule { queue.async { self.drain(log) } }
+    }
+
+    private func drain(_ log: EventLog) {
+        let jobs = state.withLock { state -> [Job] in
+            let jobs = state.jobs
+            state.jobs = []
+            state.drainScheduled = false
+            state.groups += 1
+            return jobs
+        }
+        guard !jobs.isEmpty else { return }
+        let sync: Environment.CommitSync = jobs.contains { $0.sync == .standard } ? .standard : .withoutMetaSync
+        var results: [Result<any Sendable, any Error>] = []
+        do {
+            try log.transaction(sync: sync) { appender in
+                results = []
+                for job in jobs {
+                    let before = appender.appended.count
+                    do {
+                        results.append(.success(try job.work(&appender)))
+                    } catch where appender.appended.count == before {
+                        results.append(.failure(error))
+                    }
+                }
+                for job in jobs { log.crashPlan?.pass(job.isEnqueue ? .enqueueBeforeCommit : .appendBeforeCommit) }
+            }
+        } catch {
+            for job in jobs { job.complete(.failure(error)) }
+            return
+        }
+        for job in jobs where job.isEnqueue { log.crashPlan?.pass(.enqueueAfterCommit) }
+        for (job, result) in zip(jobs, results) { job.complete(result) }
+    }
+}

@@ -1,0 +1,94 @@
+/// Read access to the projections and the log, whether the projections are LMDB's (a read or write
+/// transaction) or a fold held in memory. Use it only inside the closure that hands it over: it reads
+/// through a transaction that ends with that closure.
+struct StoreReader {
+    /// The value under `key` in `table`.
+    let value: (ProjectionTable, [UInt8]) throws -> [UInt8]?
+    /// Entries of `table` whose key starts with the prefix, from the start key, in key order, until
+    /// the body returns false.
+    let scan: (ProjectionTable, [UInt8], [UInt8]?, (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Void
+    /// The event at a sequence number, or nil when there is none; a damaged record throws.
+    let record: (UInt64) throws -> RecordedEvent?
+
+    func entry(_ id: WriteID) throws -> WriteEntry? {
+        guard let bytes = try value(.writes, Key.id(id.rawValue)) else { return nil }
+        return try WriteEntry.decode(bytes)
+    }
+
+    /// Settled: accepted, merged, conflicted, or no longer in the queue (discarded, withdrawn, cleared,
+    /// taken or forgotten once answered) (R2.2).
+    func isSettled(_ id: WriteID) throws -> Bool {
+        guard let entry = try entry(id) else { return true }
+        return entry.state.isAnswered
+    }
+
+    /// The settled session: its user and whether the identity block is latched (R7.3).
+    func session() throws -> SessionSettled? {
+        guard let bytes = try value(.meta, MetaKey.session) else { return nil }
+        return try bytes.withUnsafeBytes { raw in
+            var r = ByteReader(raw)
+            return try SessionSettled.decode(from: &r)
+        }
+    }
+
+    func nextWriteID() throws -> UInt64 {
+        try value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1
+    }
+
+    func origin() throws -> Origin? {
+        guard let bytes = try value(.meta, MetaKey.origin) else { return nil }
+        return try bytes.withUnsafeBytes { raw in
+            var r = ByteReader(raw)
+            return try Origin.decode(from: &r)
+        }
+    }
+
+    func counters(user: String) throws -> Counters {
+        try value(.counters, Key.userPrefix(user)).map { try Counters.decode($0) } ?? Counters()
+    }
+
+    /// The writes that name `id` among their dependencies.
+    func dependents(of id: WriteID) throws -> [WriteID] {
+        var result: [WriteID] = []
+        try scan(.dependents, Key.id(id.rawValue), nil) { key, _ in
+            result.append(WriteID(Key.readBigEndian(key, at: 8)))
+            return true
+        }
+        return result
+    }
+
+    /// The sequence numbers of the events that touched `id`, in order (R8.3).
+    func historySequences(of id: WriteID) throws -> [UInt64] {
+        var result: [UInt64] = []
+        try scan(.history, Key.id(id.rawValue), nil) { key, _ in
+            result.append(Key.readBigEndian(key, at: 8))
+            return true
+        }
+        return result
+    }
+
+    /// The `writeQueued` event of a write, held in the queue or not.
+    func queuedEvent(of id: WriteID) throws -> WriteQueued? {
+        if let entry = try entry(id), case .writeQueued(let queued)? = try record(entry.queuedSequence)?.event { return queued }
+        for sequence in try historySequences(of: id) {
+            if case .writeQueued(let queued)? = try record(sequence)?.event, queued.id == id { return queued }
+        }
+        return nil
+    }
+}
+
+extension MemoryProjections {
+    /// A reader over this fold, with `record` reading the log.
+    func reader(record: @escaping (UInt64) throws -> RecordedEvent?) -> StoreReader {
+        StoreReader(
+            value: { table, key in self.value(table, key) },
+            scan: { table, prefix, start, body in
+                for (key, value) in self.sortedEntries(table) where key.starts(with: prefix) {
+                    if let start, key.lexicographicallyPrecedes(start) { continue }
+                    let keep = try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try body(k, v) } }
+                    if !keep { return }
+                }
+            },
+            record: record)
+    }
+}

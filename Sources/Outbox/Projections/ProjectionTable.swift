@@ -1,0 +1,35 @@
+/// The databases the projections live in. Each is a fold of the log (R8.2); `log` itself is not one.
+public enum ProjectionTable: String, CaseIterable, Sendable {
+    /// Log-wide facts: origin, next write id, the settled session, the layout version, the applied sequence.
+    case meta
+    /// The verdict table: write id → `WriteEntry`, for every write the queue holds (R3.1, R6.1).
+    case writes
+    /// Per user, the pending writes in id order (R2.2, R4.2): user NUL id → empty.
+    case pending
+    /// Per user, refused and dead writes (the rejected list, R3.5).
+    case rejected
+    /// Per user, blocked writes → the reason code.
+    case blocked
+    /// Per user, answered writes not yet taken or forgotten (R6.1).
+    case answered
+    /// Write id, sequence → empty: the per-write history index (R8.3).
+    case history
+    /// Row hash → the ids of unsettled writes of one user to one (table, key) (R2.2).
+    case rows
+    /// Dependency id, dependent id → empty: who waits on whom.
+    case dependents
+    /// Per user: pending, rejected, blocked and answered counts, for the status (R7.1).
+    case counters
+}
+
+/// Keys of `meta`.
+enum MetaKey {
+    static let origin = Array("origin".utf8)
+    static let nextWriteId = Array("nextWriteId".utf8)
+    static let session = Array("session".utf8)
+    static let layout = Array("layout".utf8)
+    static let applied = Array("applied".utf8)
+}
+
+/// The version of the projections' layout. A build with a newer layout rebuilds them on open.
+let projectionLayoutVersion: UInt64 = 1

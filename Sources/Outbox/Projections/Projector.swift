@@ -1,0 +1,165 @@
+/// The projections' fold: `(inout projections, event)`, pure, the same whether it runs as events are
+/// appended (in their transaction) or over the whole log in `rebuild` and `verify` (R8.2).
+///
+/// Events carry their outcomes (a `verdictRecorded` says the new state; a withdraw's dependents get
+/// their own `verdictRecorded`), so the fold decides nothing and needs only point reads. It is total:
+/// an event naming a write the queue does not hold changes nothing but the history index.
+struct Projector<Store: ProjectionStore> {
+    var store: Store
+
+    mutating func apply(_ recorded: RecordedEvent) throws {
+        var indexed = Set<WriteID>()
+        for id in recorded.event.writeIDs where indexed.insert(id).inserted {
+            try store.set(.history, Key.pair(id.rawValue, recorded.sequence), [])
+        }
+        switch recorded.event {
+        case .logCreated(let created):
+            var w = ByteWriter(capacity: 16)
+            created.origin.encode(into: &w)
+            try store.set(.meta, MetaKey.origin, w.bytes)
+            try store.set(.meta, MetaKey.layout, Key.id(projectionLayoutVersion))
+        case .writeQueued(let queued):
+            try queue(queued, at: recorded.sequence)
+        case .sessionSettled(let session):
+            var w = ByteWriter(capacity: 16)
+            session.encode(into: &w)
+            try store.set(.meta, MetaKey.session, w.bytes)
+        case .networkSwitched, .passStarted, .attemptStarted, .answerReceived, .passEnded, .batchAborted:
+            break
+        case .verdictRecorded(let verdict):
+            try update(verdict.writeId) { entry in
+                entry.state = verdict.state
+                entry.refusals = verdict.refusals
+                entry.replayed = verdict.replayed
+                entry.lastFailure = nil
+                entry.environmentalStreak = 0
+            }
+        case .schemaRefusalCounted(let counted):
+            try update(counted.writeId) { entry in
+                entry.schemaRefusals = counted.count
+                entry.lastSchemaRefusalAt = recorded.at
+            }
+        case .writeFailed(let failed):
+            try update(failed.writeId) { entry in
+                entry.lastFailure = LastFailure(status: failed.status, text: failed.text)
+                entry.environmentalStreak = failed.streak
+            }
+        case .writeReleased(let released):
+            try update(released.writeId) { entry in
+                entry.state = .pending
+                entry.idempotencyKey = released.idempotencyKey
+                entry.lastFailure = nil
+                entry.environmentalStreak = 0
+            }
+        case .writeWithdrawn(let withdrawn):
+            try remove(withdrawn.writeId)
+        case .writeDiscarded(let discarded):
+            try remove(discarded.writeId)
+        case .answersTaken(let cleared), .answersForgotten(let cleared):
+            for id in cleared.writes { try remove(id) }
+        case .localDataCleared(let cleared):
+            for id in cleared.writes { try remove(id) }
+        }
+    }
+
+    /// Records the sequence the projections have applied (once per transaction, not per event).
+    mutating func markApplied(_ sequence: UInt64) throws {
+        try store.set(.meta, MetaKey.applied, Key.id(sequence))
+    }
+
+    func entry(_ id: WriteID) throws -> WriteEntry? {
+        guard let bytes = try store.value(.writes, Key.id(id.rawValue)) else { return nil }
+        return try WriteEntry.decode(bytes)
+    }
+
+    private mutating func queue(_ queued: WriteQueued, at sequence: UInt64) throws {
+        guard try entry(queued.id) == nil else { return }
+        let entry = WriteEntry(
+            queuedSequence: sequence, user: queued.user, table: queued.table,
+            rowHash: StableHash.row(user: queued.user, table: queued.table, key: queued.key),
+            dependencies: queued.dependencies, atomicGroup: queued.atomicGroup, idempotencyKey: queued.idempotencyKey,
+            state: .pending, refusals: 0, replayed: false, schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil,
+            environmentalStreak: 0)
+        try store.set(.writes, Key.id(queued.id.rawValue), entry.encode())
+        try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
+        try count(entry.user, .pending, by: 1)
+        var row = try rowIDs(entry.rowHash)
+        row.append(queued.id)
+        try setRow(entry.rowHash, row)
+        for dependency in entry.dependencies {
+            try store.set(.dependents, Key.pair(dependency.rawValue, queued.id.rawValue), [])
+        }
+        let next = try store.value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1
+        if queued.id.rawValue >= next { try store.set(.meta, MetaKey.nextWriteId, Key.id(queued.id.rawValue &+ 1)) }
+    }
+
+    private mutating func update(_ id: WriteID, _ change: (inout WriteEntry) -> Void) throws {
+        guard var entry = try entry(id) else { return }
+        let before = entry.list
+        change(&entry)
+        let after = entry.list
+        let key = Key.user(entry.user, id.rawValue)
+        if before != after {
+            try store.remove(before, key)
+            try count(entry.user, before, by: -1)
+            try count(entry.user, after, by: 1)
+        }
+        if before != after || after == .blocked { try store.set(after, key, listValue(entry.state)) }
+        if after == .answered { try settleRow(entry, id) }
+        try store.set(.writes, Key.id(id.rawValue), entry.encode())
+    }
+
+    private mutating func remove(_ id: WriteID) throws {
+        guard let entry = try entry(id) else { return }
+        try store.remove(entry.list, Key.user(entry.user, id.rawValue))
+        try count(entry.user, entry.list, by: -1)
+        try settleRow(entry, id)
+        try store.remove(.writes, Key.id(id.rawValue))
+    }
+
+    private func listValue(_ state: WriteState) -> [UInt8] {
+        if case .blocked(let reason, _) = state { return [reason.code] }
+        return []
+    }
+
+    private mutating func count(_ user: String, _ list: ProjectionTable, by delta: Int) throws {
+        let key = Key.userPrefix(user)
+        var counters = try store.value(.counters, key).map { try Counters.decode($0) } ?? Counters()
+        counters[list] = max(0, counters[list] + delta)
+        if counters.isZero { try store.remove(.counters, key) } else { try store.set(.counters, key, counters.encode()) }
+    }
+
+    private func rowIDs(_ hash: UInt64) throws -> [WriteID] {
+        guard let bytes = try store.value(.rows, Key.id(hash)) else { return [] }
+        return try bytes.withUnsafeBytes { raw in
+            var r = ByteReader(raw)
+            return try r.ids()
+        }
+    }
+
+    private mutating func setRow(_ hash: UInt64, _ ids: [WriteID]) throws {
+        if ids.isEmpty { return try store.remove(.rows, Key.id(hash)) }
+        var w = ByteWriter(capacity: ids.count * 3 + 1)
+        w.ids(ids)
+        try store.set(.rows, Key.id(hash), w.bytes)
+    }
+
+    /// The write no longer holds back later writes to its row (R2.2).
+    private mutating func settleRow(_ entry: WriteEntry, _ id: WriteID) throws {
+        let row = try rowIDs(entry.rowHash)
+        guard row.contains(id) else { return }
+        try setRow(entry.rowHash, row.filter { $0 != id })
+    }
+
+    /// Unsettled writes to the row, oldest first: what a new write to it follows (R2.2).
+    func unsettledWrites(user: String, table: String, key: JSONValue) throws -> [WriteID] {
+        try rowIDs(StableHash.row(user: user, table: table, key: key))
+    }
+}
+
+extension Key {
+    static func readBigEndianArray(_ bytes: [UInt8]) -> UInt64 {
+        guard bytes.count == 8 else { return 0 }
+        return bytes.withUnsafeBytes { readBigEndian($0) }
+    }
+}

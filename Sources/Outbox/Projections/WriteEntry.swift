@@ -1,0 +1,148 @@
+/// One row of the verdict table: a write's current state and what the pass needs to decide on it,
+/// without reading its `writeQueued` event (whose sequence it keeps, for the key and body).
+struct WriteEntry: Hashable, Sendable {
+    var queuedSequence: UInt64
+    var user: String
+    var table: String
+    /// Hash of (user, table, key): the row's slot in `rows` (R2.2).
+    var rowHash: UInt64
+    /// `dependsOn` and `follows`, ascending.
+    var dependencies: [WriteID]
+    var atomicGroup: WriteQueued.AtomicGroup?
+    var idempotencyKey: IdempotencyKey
+    var state: WriteState
+    var refusals: Int
+    var replayed: Bool
+    /// PGRST204/205 refusals counted (R4.3) and when the last one was.
+    var schemaRefusals: Int
+    var lastSchemaRefusalAt: Timestamp?
+    /// The last per-write failure that may pass (R4.4), and the streak of passes that met one.
+    var lastFailure: LastFailure?
+    var environmentalStreak: Int
+
+    func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: 64)
+        w.varint(queuedSequence)
+        w.string(user)
+        w.string(table)
+        w.bigEndian(rowHash)
+        w.ids(dependencies)
+        w.optional(atomicGroup) { w, group in
+            w.varint(group.first.rawValue)
+            w.varint(group.count)
+        }
+        idempotencyKey.encode(into: &w)
+        state.encode(into: &w)
+        w.varint(refusals)
+        w.bool(replayed)
+        w.varint(schemaRefusals)
+        w.optional(lastSchemaRefusalAt) { $0.signed($1.rawValue) }
+        w.optional(lastFailure) { w, failure in
+            w.optional(failure.status) { $0.varint($1) }
+            w.optional(failure.text) { $0.string($1) }
+        }
+        w.varint(environmentalStreak)
+        return w.bytes
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> WriteEntry {
+        var r = ByteReader(bytes)
+        let entry = WriteEntry(
+            queuedSequence: try r.varint(), user: try r.string(), table: try r.string(), rowHash: try r.bigEndian(),
+            dependencies: try r.ids(),
+            atomicGroup: try r.optional { WriteQueued.AtomicGroup(first: try $0.id(), count: try $0.int()) },
+            idempotencyKey: try IdempotencyKey.decode(from: &r), state: try WriteState.decode(from: &r),
+            refusals: try r.int(), replayed: try r.bool(), schemaRefusals: try r.int(),
+            lastSchemaRefusalAt: try r.optional { Timestamp(milliseconds: try $0.signed()) },
+            lastFailure: try r.optional { LastFailure(status: try $0.optional { try $0.int() }, text: try $0.optional { try $0.string() }) },
+            environmentalStreak: try r.int())
+        try r.expectEnd()
+        return entry
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> WriteEntry {
+        try bytes.withUnsafeBytes { try decode($0) }
+    }
+
+    /// Which per-user list the state puts the write in.
+    var list: ProjectionTable {
+        switch state {
+        case .pending: return .pending
+        case .refused, .dead: return .rejected
+        case .blocked: return .blocked
+        case .accepted, .merged, .conflicted: return .answered
+        }
+    }
+}
+
+/// What a write met the last time it failed alone (R4.4): the status and the start of a text body.
+public struct LastFailure: Hashable, Sendable {
+    public var status: Int?
+    /// Cut to 200 Unicode scalars; audits only.
+    public var text: String?
+    public init(status: Int?, text: String?) {
+        self.status = status
+        self.text = text
+    }
+}
+
+/// The per-user counts the status shows (R7.1), kept in one record so they are read together.
+struct Counters: Hashable, Sendable {
+    var pending = 0
+    var rejected = 0
+    var blocked = 0
+    var answered = 0
+
+    subscript(list: ProjectionTable) -> Int {
+        get {
+            switch list {
+            case .pending: return pending
+            case .rejected: return rejected
+            case .blocked: return blocked
+            default: return answered
+            }
+        }
+        set {
+            switch list {
+            case .pending: pending = newValue
+            case .rejected: rejected = newValue
+            case .blocked: blocked = newValue
+            default: answered = newValue
+            }
+        }
+    }
+
+    var isZero: Bool { pending == 0 && rejected == 0 && blocked == 0 && answered == 0 }
+
+    func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: 8)
+        for value in [pending, rejected, blocked, answered] { w.varint(value) }
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> Counters {
+        try bytes.withUnsafeBytes { raw in
+            var r = ByteReader(raw)
+            let counters = Counters(pending: try r.int(), rejected: try r.int(), blocked: try r.int(), answered: try r.int())
+            try r.expectEnd()
+            return counters
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: a stable hash (Swift's `Hasher` is seeded per process, so it cannot be stored).
+enum StableHash {
+    static func of(_ parts: [[UInt8]]) -> UInt64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for (index, part) in parts.enumerated() {
+            if index > 0 { hash = (hash ^ 0xFF) &* 0x0000_0100_0000_01B3 }
+            for byte in part { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        }
+        return hash
+    }
+
+    /// The slot of one user's row: a collision only adds a dependency, never loses one.
+    static func row(user: String, table: String, key: JSONValue) -> UInt64 {
+        of([Array(user.utf8), Array(table.utf8), key.canonicalBytes])
+    }
+}
