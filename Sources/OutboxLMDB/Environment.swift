@@ -109,7 +109,8 @@ public final class Environment: @unchecked Sendable {
             }
             opened[name] = Database(dbi: dbi, name: name)
         }
-        rc = options.readOnly ? { mdb_txn_abort(txn); return 0 }() : mdb_txn_commit(txn)
+        // Commit even a read-only transaction: LMDB keeps the handles it opened only on commit.
+        rc = mdb_txn_commit(txn)
         if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_txn_commit"), path: location.path)) }
 
         var info = MDB_envinfo()

@@ -1,0 +1,16 @@
+internal import Foundation
+
+/// The subject (`sub` claim) of a JWT, read from its payload without checking the signature: the
+/// instance checks that (R7.3). Nil when the token is not a JWT with a string subject.
+enum AccessToken {
+    static func subject(of token: String) -> String? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8),
+            case .object(let claims)? = try? JSONText.parse(text), case .string(let subject)? = claims["sub"]
+        else { return nil }
+        return subject
+    }
+}

@@ -1,0 +1,45 @@
+/// How a client behaves. The defaults are what most apps want.
+public struct OutboxConfiguration: Sendable {
+    /// How an enqueue reaches the disk.
+    public enum Durability: Sendable {
+        /// Enqueue returns only after its commit is flushed with LMDB's full sync: the write survives a
+        /// crash of the app, of the OS, and a power loss (R2.3). The default.
+        case full
+        /// `MDB_NOSYNC`: enqueue returns once committed, without waiting for the disk. The write survives
+        /// the app being killed, but NOT an OS crash or power loss, which may lose the last writes.
+        /// Choose it only when that loss is acceptable.
+        case noSync
+    }
+
+    /// Whether the library starts passes by itself (R5.2).
+    public var autoSync = true
+    /// Refusals after which a write is dead (R3.1).
+    public var maxRefusals = 5
+    /// Writes per request (R4.5).
+    public var batchSize = 50
+    public var durability: Durability = .full
+    /// When false, writes made with no signed-in user belong to an anonymous owner (R2.4).
+    public var requiresUser = true
+    /// The initial LMDB map size; the map grows by itself.
+    public var initialMapSize = 64 << 20
+    /// Where time comes from (R5.6).
+    public var clock: any OutboxClock = SystemClock()
+    /// Where randomness comes from (R5.6).
+    public var random: any RandomSource = SystemRandomSource()
+    /// A crash point to arm (tests and the crash harness only).
+    public var crashPlan: CrashPlan? = CrashPlan.fromEnvironment()
+
+    public init(
+        autoSync: Bool = true, maxRefusals: Int = 5, batchSize: Int = 50, durability: Durability = .full,
+        requiresUser: Bool = true
+    ) {
+        self.autoSync = autoSync
+        self.maxRefusals = maxRefusals
+        self.batchSize = batchSize
+        self.durability = durability
+        self.requiresUser = requiresUser
+    }
+
+    /// The owner of writes made while no user is signed in, with `requiresUser: false`.
+    public static let anonymousUser = ""
+}

@@ -1,0 +1,161 @@
+public import Foundation
+internal import Synchronization
+internal import OutboxLMDB
+
+/// The outbox of one log: enqueue writes, look at the queue, act on it, audit it.
+///
+/// ```swift
+/// let outbox = try await OutboxClient.open(at: URL(filePath: "/data/outbox"))
+/// try await outbox.settleSession(user: "alice", accessToken: token)
+/// let id = try await outbox.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
+/// let writes = try await outbox.queue.all()
+/// ```
+///
+/// One client per log per process (a second open throws `.alreadyOpen`). All calls are safe from any task.
+public final class OutboxClient: Sendable {
+    package let log: EventLog
+    public let configuration: OutboxConfiguration
+    let transport: (any OutboxTransport)?
+    private let session = Mutex(Session())
+    private let isClosed = Atomic<Bool>(false)
+
+    struct Session {
+        var user: String?
+        var accessToken: String?
+    }
+
+    private init(log: EventLog, transport: (any OutboxTransport)?, configuration: OutboxConfiguration, user: String?) {
+        self.log = log
+        self.transport = transport
+        self.configuration = configuration
+        session.withLock { $0.user = user }
+    }
+
+    /// Opens the log at `url` (a folder), creating it if needed (R8.8). The session starts as the log
+    /// last recorded it, without a token until `settleSession` gives one.
+    public static func open(
+        at url: URL, transport: (any OutboxTransport)? = nil, configuration: OutboxConfiguration = OutboxConfiguration()
+    ) async throws -> OutboxClient {
+        try open(path: url.path, transport: transport, configuration: configuration)
+    }
+
+    /// Opens the log at `path`; see `open(at:transport:configuration:)`.
+    public static func open(
+        path: String, transport: (any OutboxTransport)? = nil, configuration: OutboxConfiguration = OutboxConfiguration()
+    ) throws -> OutboxClient {
+        guard configuration.maxRefusals >= 1, configuration.batchSize >= 1 else {
+            throw OutboxError(.invalidWrite, "maxRefusals and batchSize must be at least 1")
+        }
+        var options = EventLog.Options()
+        options.durability = configuration.durability == .full ? .full : .noSync
+        options.mapSize = configuration.initialMapSize
+        options.clock = configuration.clock
+        options.random = configuration.random
+        options.crashPlan = configuration.crashPlan
+        let log = try EventLog(path: path, options: options)
+        let user = try log.read { try $0.session()?.user }
+        return OutboxClient(log: log, transport: transport, configuration: configuration, user: user)
+    }
+
+    /// Stops the client: later calls throw `.closed`. The log stays as it is.
+    public func close() { isClosed.store(true, ordering: .sequentiallyConsistent) }
+
+    func checkOpen() throws {
+        if isClosed.load(ordering: .sequentiallyConsistent) { throw OutboxError(.closed, "the outbox client is closed") }
+    }
+
+    // MARK: - Session
+
+    /// The user new writes belong to, if one is signed in.
+    public var currentUser: String? { session.withLock { $0.user } }
+
+    /// Settles the session into `user` (nil: signed out) with its access token, kept in memory only
+    /// (R8.7). A token whose subject is not `user` latches the `identityChanged` block (R7.3).
+    public func settleSession(user: String?, accessToken: String?) async throws {
+        try checkOpen()
+        if let user { try Write.validateName(user, what: "the user name") }
+        let identityChanged = user != nil && accessToken.flatMap(AccessToken.subject(of:)).map { $0 != user } == true
+        let settled = SessionSettled(user: user, identityChanged: identityChanged)
+        try await log.append { appender in
+            if try appender.reader.session() != settled { try appender.append(.sessionSettled(settled)) }
+        }
+        session.withLock {
+            $0.user = user
+            $0.accessToken = accessToken
+        }
+    }
+
+    /// The owner of a write made now.
+    func owner() throws -> String {
+        if let user = currentUser { return user }
+        guard !configuration.requiresUser else {
+            throw OutboxError(.noUser, "no user is signed in: settle the session first, or open with requiresUser: false")
+        }
+        return OutboxConfiguration.anonymousUser
+    }
+
+    var accessToken: String? { session.withLock { $0.accessToken } }
+
+    // MARK: - Writes
+
+    /// Queues one write; returns its id once it is durable (R2.3). Bad input throws `.invalidWrite` and
+    /// writes nothing (R2.4).
+    @discardableResult
+    public func enqueue(_ write: Write) async throws -> WriteID {
+        try await enqueue(contentsOf: [write])[0]
+    }
+
+    /// Queues many writes in one transaction; with `atomic`, as one group the instance applies all or
+    /// none of (R4.5). Either every write is queued or none is.
+    @discardableResult
+    public func enqueue(contentsOf writes: [Write], atomic: Bool = false) async throws -> [WriteID] {
+        try checkOpen()
+        guard !writes.isEmpty else { return [] }
+        for write in writes { try write.validate() }
+        let user = try owner()
+        let random = configuration.random
+        return try await log.append(isEnqueue: true) { appender in
+            try QueueOperations.enqueue(writes, user: user, atomic: atomic, random: random, appender: &appender)
+        }
+    }
+
+    /// The queue calls of R6, for the current user's writes.
+    public var queue: OutboxQueue { OutboxQueue(client: self) }
+
+    // MARK: - Audit and debugging
+
+    /// Every event that touched write `id`, in order, read from an index (R8.3). Throws `.notFound` for
+    /// an id the log never held.
+    public func history(of id: WriteID) async throws -> [RecordedEvent] {
+        try checkOpen()
+        let events = try log.history(of: id)
+        if events.isEmpty { throw OutboxError.notFound(id) }
+        return events
+    }
+
+    /// The queue and verdict table as they stood just after event `sequence` (R8.4).
+    public func state(asOf sequence: UInt64) async throws -> QueueSnapshot {
+        try checkOpen()
+        return try log.state(asOf: sequence)
+    }
+
+    /// Checks every record and that the projections equal a rebuild (R8.2).
+    public func verify() async throws -> VerifyReport {
+        try checkOpen()
+        return try log.verify()
+    }
+
+    /// Drops the projections and folds them again from the log (R8.2).
+    public func rebuild() async throws {
+        try checkOpen()
+        try log.rebuild()
+    }
+
+    /// The events from `from` through `to`, in order.
+    public func events(from: UInt64 = 1, through to: UInt64 = .max) async throws -> [RecordedEvent] {
+        try checkOpen()
+        var events: [RecordedEvent] = []
+        try log.forEachEvent(from: from, to: to) { events.append($0); return true }
+        return events
+    }
+}

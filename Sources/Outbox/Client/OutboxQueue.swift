@@ -1,0 +1,121 @@
+/// The queue calls (R6): what the current user's queue holds, and acting on it.
+///
+/// Every call that clears or changes a write appends an event; nothing is deleted from the log (R6.5).
+public struct OutboxQueue: Sendable {
+    let client: OutboxClient
+
+    /// Every write the queue holds for the current user, in id order: pending, answered (until taken or
+    /// forgotten), refused, blocked and dead (R6.1).
+    public func all() async throws -> [QueuedWrite] {
+        try client.checkOpen()
+        let user = try client.owner()
+        return try client.log.read { try QueuedWrite.all(user: user, reader: $0) }
+    }
+
+    /// Clears the answered writes and returns them, in one step: two callers never both get one (R6.1).
+    /// An answered write that an unanswered write depends on stays.
+    public func takeAnswered() async throws -> [QueuedWrite] {
+        try client.checkOpen()
+        let user = try client.owner()
+        return try await client.log.append { appender in
+            let answers = try QueueOperations.clearableAnswers(user: user, only: nil, reader: appender.reader)
+            guard !answers.isEmpty else { return [] }
+            let session = try appender.reader.session()
+            let latched = session?.identityChanged == true ? session?.user : nil
+            let writes = try answers.map { try QueuedWrite.render($0.0, $0.1, reader: appender.reader, identityLatchedFor: latched) }
+            try appender.append(.answersTaken(AnswersCleared(writes: answers.map(\.0))))
+            return writes
+        }
+    }
+
+    /// Clears the answered writes; returns how many went (R6.1).
+    @discardableResult
+    public func forgetAnswered() async throws -> Int { try await forget(only: nil) }
+
+    /// Clears the named answered writes; returns how many went (R6.1). Ids that are not answered, or that
+    /// an unanswered write depends on, stay.
+    @discardableResult
+    public func forgetAnswered(ids: [WriteID]) async throws -> Int { try await forget(only: Set(ids)) }
+
+    private func forget(only ids: Set<WriteID>?) async throws -> Int {
+        try client.checkOpen()
+        let user = try client.owner()
+        return try await client.log.append { appender in
+            let answers = try QueueOperations.clearableAnswers(user: user, only: ids, reader: appender.reader)
+            guard !answers.isEmpty else { return 0 }
+            try appender.append(.answersForgotten(AnswersCleared(writes: answers.map(\.0))))
+            return answers.count
+        }
+    }
+
+    /// Takes a refused or dead write, and the body it carried, out of the queue (R6.2). Returns false
+    /// for any other write, or one a waiting write depends on unless `withDependents`, which refuses
+    /// those unsent (final). Throws `.notFound` for an id the queue does not hold.
+    @discardableResult
+    public func discard(_ id: WriteID, withDependents: Bool = false) async throws -> Bool {
+        try client.checkOpen()
+        let user = try client.owner()
+        return try await client.log.append { appender in
+            try QueueOperations.discard(id, user: user, withDependents: withDependents, appender: &appender)
+        }
+    }
+
+    /// Sends a blocked, refused or dead write again on the next pass, under a fresh idempotency key; its
+    /// refusal count is kept (R6.3). False for any other write (and for final refusals).
+    @discardableResult
+    public func release(_ id: WriteID) async throws -> Bool {
+        try client.checkOpen()
+        let user = try client.owner()
+        let random = client.configuration.random
+        return try await client.log.append { appender in
+            try QueueOperations.release(id, user: user, random: random, appender: &appender)
+        }
+    }
+
+    /// Releases every write blocked for `reason`; returns how many (R6.3).
+    @discardableResult
+    public func release(reason: BlockedReason) async throws -> Int {
+        try client.checkOpen()
+        let user = try client.owner()
+        let random = client.configuration.random
+        return try await client.log.append { appender in
+            try QueueOperations.release(reason: reason, user: user, random: random, appender: &appender)
+        }
+    }
+
+    /// Takes a write blocked ancestorUnavailable, conflictUnresolved, failingAlone or instanceChanged out
+    /// of the queue (R6.4). It first reads the row from the instance; a failed read throws and changes
+    /// nothing. Returns `.withdrawn(row:)` with the row as the instance holds it (null when none), or
+    /// `.notWithdrawn` for any other write or when the write moved during the read.
+    public func withdraw(_ id: WriteID) async throws -> WithdrawOutcome {
+        try client.checkOpen()
+        let user = try client.owner()
+        let (entry, queued) = try client.log.read { reader in
+            (try QueueOperations.ownedEntry(id, user: user, reader: reader), try reader.queuedEvent(of: id))
+        }
+        guard QueueOperations.isWithdrawable(entry.state), let queued else { return .notWithdrawn }
+        guard let transport = client.transport else {
+            throw OutboxError(.noTransport, "withdraw reads the row from the instance, and this client has no transport")
+        }
+        let row: JSONValue
+        do {
+            row = try await transport.readRow(table: queued.table, key: queued.key, accessToken: client.accessToken) ?? .null
+        } catch let error as OutboxError {
+            throw error
+        } catch {
+            throw OutboxError(.rowReadFailed, "reading the row of write \(id) from the instance failed; nothing changed", writeID: id)
+        }
+        let withdrawn = try await client.log.append { appender in
+            try QueueOperations.withdraw(id, user: user, expected: entry, row: row, appender: &appender)
+        }
+        return withdrawn ? .withdrawn(row: row) : .notWithdrawn
+    }
+}
+
+/// What `withdraw` did.
+public enum WithdrawOutcome: Hashable, Sendable {
+    /// The write left the queue; `row` is what the instance holds (null when it holds none).
+    case withdrawn(row: JSONValue)
+    /// The write is not one that can be withdrawn (or it moved during the read).
+    case notWithdrawn
+}

@@ -1,0 +1,42 @@
+/// Read-only access to a log file, for the tools (R8.6): opens without creating anything and never
+/// writes to the data file.
+package final class LogInspector: Sendable {
+    package let log: EventLog
+
+    /// Opens the log at `path` read-only. A missing log throws `.doesNotExist`; a foreign or damaged one `.damaged`.
+    package init(path: String) throws {
+        var options = EventLog.Options()
+        options.readOnly = true
+        log = try EventLog(path: path, options: options)
+    }
+
+    /// Every write the queue holds, in id order; only `user`'s when given.
+    package func all(user: String?) throws -> [QueuedWrite] {
+        try log.read { try QueuedWrite.all(user: user, reader: $0) }
+    }
+
+    package func history(of id: WriteID) throws -> [RecordedEvent] { try log.history(of: id) }
+
+    package func forEachEvent(from: UInt64, to: UInt64, _ body: (RecordedEvent) throws -> Bool) throws {
+        try log.forEachEvent(from: from, to: to, body)
+    }
+
+    package func verify() throws -> VerifyReport { try log.verify() }
+
+    package func state(asOf sequence: UInt64) throws -> QueueSnapshot { try log.state(asOf: sequence) }
+
+    package func lastSequence() throws -> UInt64 { try log.lastSequence() }
+}
+
+extension OutboxClient {
+    /// Enqueues as `user` without touching the session: for the `outbox enqueue` tool.
+    package func enqueue(contentsOf writes: [Write], atomic: Bool, user: String) async throws -> [WriteID] {
+        try checkOpen()
+        for write in writes { try write.validate() }
+        try Write.validateName(user, what: "the user name")
+        let random = configuration.random
+        return try await log.append(isEnqueue: true) { appender in
+            try QueueOperations.enqueue(writes, user: user, atomic: atomic, random: random, appender: &appender)
+        }
+    }
+}

@@ -1,0 +1,112 @@
+internal import OutboxLMDB
+
+/// What `verify` found (R8.2): nothing, or the first problem.
+public struct VerifyReport: Hashable, Sendable, CustomStringConvertible {
+    /// How many events were read.
+    public let events: Int
+    /// The first problem, or nil when the log is sound and the projections equal a rebuild.
+    public let problem: String?
+    /// The sequence number of the damaged record or gap, when the problem is in the log itself.
+    public let sequence: UInt64?
+
+    public var isOK: Bool { problem == nil }
+    public var description: String { problem ?? "ok" }
+}
+
+extension EventLog {
+    /// Re-reads every event (checksums, no gaps from 1), folds them into fresh projections in memory,
+    /// and compares those with the stored ones byte for byte. Writes nothing.
+    package func verify() throws -> VerifyReport {
+        let path = self.path
+        var fresh = MemoryProjections()
+        var expected: UInt64 = 1
+        var count = 0
+        do {
+            var projector = Projector(store: fresh)
+            try forEachEvent { event in
+                guard event.sequence == expected else {
+                    throw OutboxError.damaged(path: path, "sequence \(expected) is missing (the next event is \(event.sequence))", sequence: expected)
+                }
+                try projector.apply(event)
+                expected += 1
+                count += 1
+                return true
+            }
+            if count > 0 { try projector.markApplied(expected - 1) }
+            fresh = projector.store
+        } catch let error as OutboxError where error.code == .damaged {
+            return VerifyReport(events: count, problem: error.message, sequence: error.sequence)
+        }
+        if count == 0 { return VerifyReport(events: 0, problem: "\(path): the log holds no events", sequence: nil) }
+        let difference = try storageErrors {
+            try environment.read { txn -> String? in
+                let access = txn.unsafeAccess
+                for table in ProjectionTable.allCases {
+                    let rebuilt = fresh.sortedEntries(table)
+                    var index = 0
+                    var found: String?
+                    try access.forEach(environment.database(table.rawValue), prefix: []) { key, value in
+                        guard index < rebuilt.count else {
+                            found = "projection '\(table.rawValue)' holds key \(hex(key)), which a rebuild does not"
+                            return false
+                        }
+                        let (freshKey, freshValue) = rebuilt[index]
+                        if !freshKey.elementsEqual(key) {
+                            found = "projection '\(table.rawValue)' holds key \(hex(key)) where a rebuild has \(hex(freshKey))"
+                            return false
+                        }
+                        if !freshValue.elementsEqual(value) {
+                            found = "projection '\(table.rawValue)' differs from a rebuild at key \(hex(key))"
+                            return false
+                        }
+                        index += 1
+                        return true
+                    }
+                    if let found { return "\(path): \(found)" }
+                    if index < rebuilt.count {
+                        return "\(path): projection '\(table.rawValue)' lacks key \(hex(rebuilt[index].key)), which a rebuild has"
+                    }
+                }
+                return nil
+            }
+        }
+        return VerifyReport(events: count, problem: difference, sequence: nil)
+    }
+
+    /// The queue and verdict table as they stood just after event `sequence` (R8.4): the log folded
+    /// into memory up to there. Writes nothing.
+    package func state(asOf sequence: UInt64) throws -> QueueSnapshot {
+        var projector = Projector(store: MemoryProjections())
+        var last: UInt64 = 0
+        try forEachEvent(to: sequence) { event in
+            try projector.apply(event)
+            last = event.sequence
+            return true
+        }
+        let memory = projector.store
+        return try read { logReader in
+            let reader = memory.reader(record: logReader.record)
+            let writes = try QueuedWrite.all(user: nil, reader: reader)
+            return QueueSnapshot(sequence: last, user: try reader.session()?.user, writes: writes)
+        }
+    }
+
+    /// Every event that touched write `id`, in order, from the history index (R8.3).
+    package func history(of id: WriteID) throws -> [RecordedEvent] {
+        try read { reader in
+            try reader.historySequences(of: id).map { sequence in
+                guard let event = try reader.record(sequence) else {
+                    throw OutboxError.damaged(path: path, "the history index names sequence \(sequence), which the log does not hold", sequence: sequence)
+                }
+                return event
+            }
+        }
+    }
+}
+
+private func hex(_ bytes: some Sequence<UInt8>) -> String {
+    bytes.map { byte in
+        let digits = String(byte, radix: 16)
+        return digits.count == 1 ? "0" + digits : digits
+    }.joined()
+}

@@ -1,0 +1,155 @@
+/// The local queue operations, as work for one write transaction. Each validates with reads first and
+/// appends only once it knows it will succeed, so a refused call writes nothing (R2.4).
+enum QueueOperations {
+    /// Enqueues `writes` for `user` (R2.1, R2.2, R2.4); with `atomic`, as one group (R4.5).
+    static func enqueue(_ writes: [Write], user: String, atomic: Bool, random: any RandomSource, appender: inout Appender) throws -> [WriteID] {
+        let reader = appender.reader
+        let first = try reader.nextWriteID()
+        for write in writes {
+            for dependency in write.dependsOn {
+                guard dependency.rawValue > 0, dependency.rawValue < first else {
+                    throw OutboxError.invalid("dependsOn names write \(dependency), which does not exist (yet)")
+                }
+                guard let queued = try reader.queuedEvent(of: dependency) else {
+                    throw OutboxError.invalid("dependsOn names write \(dependency), which the log does not hold")
+                }
+                guard queued.user == user else { throw OutboxError.invalid("dependsOn names write \(dependency) of another user") }
+            }
+        }
+        let group = atomic && writes.count > 1 ? WriteQueued.AtomicGroup(first: WriteID(first), count: writes.count) : nil
+        var ids: [WriteID] = []
+        ids.reserveCapacity(writes.count)
+        for (offset, write) in writes.enumerated() {
+            let id = WriteID(first + UInt64(offset))
+            let follows = try appender.unsettledWrites(user: user, table: write.table, key: write.key)
+            try appender.append(
+                .writeQueued(
+                    WriteQueued(
+                        id: id, user: user, table: write.table, operation: write.operation, key: write.key, body: write.body,
+                        baseVersion: write.baseVersion, dependsOn: write.dependsOn, follows: follows,
+                        idempotencyKey: IdempotencyKey(using: random), atomicGroup: group)))
+            ids.append(id)
+        }
+        return ids
+    }
+
+    /// The user's answered writes that no unanswered write depends on (R6.1), optionally only `ids`.
+    static func clearableAnswers(user: String, only ids: Set<WriteID>?, reader: StoreReader) throws -> [(WriteID, WriteEntry)] {
+        var found: [(WriteID, WriteEntry)] = []
+        var failure: (any Error)?
+        try reader.scan(.answered, Key.userPrefix(user), nil) { key, _ in
+            let id = WriteID(Key.readBigEndian(key, at: key.count - 8))
+            if let ids, !ids.contains(id) { return true }
+            do {
+                if let entry = try reader.entry(id) { found.append((id, entry)) }
+            } catch {
+                failure = error
+                return false
+            }
+            return true
+        }
+        if let failure { throw failure }
+        return try found.filter { id, _ in try !hasWaitingDependents(id, reader: reader) }
+    }
+
+    /// Whether a write still in the queue and not answered depends on `id`.
+    static func hasWaitingDependents(_ id: WriteID, reader: StoreReader) throws -> Bool {
+        try reader.dependents(of: id).contains { dependent in
+            guard let entry = try reader.entry(dependent) else { return false }
+            return !entry.state.isAnswered
+        }
+    }
+
+    /// Refuses, unsent and final, every pending write that waits (directly or through others) on `id`
+    /// (R4.2, R6.2, R6.4), with the reason "the <kind> it waits for was <how>".
+    static func refuseDependents(of id: WriteID, kind: Operation, how: String, appender: inout Appender) throws {
+        var frontier = [id]
+        var seen: Set<WriteID> = [id]
+        var refused: [WriteID] = []
+        while let current = frontier.popLast() {
+            for dependent in try appender.reader.dependents(of: current) where seen.insert(dependent).inserted {
+                guard let entry = try appender.reader.entry(dependent), entry.state == .pending else { continue }
+                refused.append(dependent)
+                frontier.append(dependent)
+            }
+        }
+        for dependent in refused.sorted() {
+            guard let entry = try appender.reader.entry(dependent) else { continue }
+            try appender.append(
+                .verdictRecorded(
+                    VerdictRecorded(
+                        writeId: dependent, passId: nil, state: .refused(.unsent(because: "the \(kind) it waits for was \(how)")),
+                        refusals: entry.refusals)))
+        }
+    }
+
+    /// The entry of `id` if it belongs to `user`; otherwise the queue does not hold it for them.
+    static func ownedEntry(_ id: WriteID, user: String, reader: StoreReader) throws -> WriteEntry {
+        guard let entry = try reader.entry(id), entry.user == user else { throw OutboxError.notFound(id) }
+        return entry
+    }
+
+    /// R6.2.
+    static func discard(_ id: WriteID, user: String, withDependents: Bool, appender: inout Appender) throws -> Bool {
+        let entry = try ownedEntry(id, user: user, reader: appender.reader)
+        switch entry.state {
+        case .refused, .dead: break
+        default: return false
+        }
+        let waited = try hasWaitingDependents(id, reader: appender.reader)
+        if waited && !withDependents { return false }
+        let kind = try appender.reader.queuedEvent(of: id)?.operation ?? .custom("write")
+        try appender.append(.writeDiscarded(WriteDiscarded(writeId: id, withDependents: withDependents)))
+        if waited { try refuseDependents(of: id, kind: kind, how: "discarded", appender: &appender) }
+        return true
+    }
+
+    /// Whether a write in this state may be released (R6.3): blocked, refused (unless final), dead.
+    static func isReleasable(_ state: WriteState) -> Bool {
+        switch state {
+        case .blocked(let reason, _): return reason != .identityChanged
+        case .refused(let refusal): return !refusal.isFinal
+        case .dead: return true
+        default: return false
+        }
+    }
+
+    /// R6.3.
+    static func release(_ id: WriteID, user: String, random: any RandomSource, appender: inout Appender) throws -> Bool {
+        let entry = try ownedEntry(id, user: user, reader: appender.reader)
+        guard isReleasable(entry.state) else { return false }
+        try appender.append(.writeReleased(WriteReleased(writeId: id, idempotencyKey: IdempotencyKey(using: random), reason: nil)))
+        return true
+    }
+
+    /// R6.3, by reason: every blocked write of `user` with that reason; returns how many.
+    static func release(reason: BlockedReason, user: String, random: any RandomSource, appender: inout Appender) throws -> Int {
+        var ids: [WriteID] = []
+        try appender.reader.scan(.blocked, Key.userPrefix(user), nil) { key, value in
+            if value.count == 1, value[0] == reason.code { ids.append(WriteID(Key.readBigEndian(key, at: key.count - 8))) }
+            return true
+        }
+        for id in ids {
+            try appender.append(.writeReleased(WriteReleased(writeId: id, idempotencyKey: IdempotencyKey(using: random), reason: reason)))
+        }
+        return ids.count
+    }
+
+    /// The reasons a blocked write may be withdrawn for (R6.4).
+    static let withdrawable: Set<BlockedReason> = [.ancestorUnavailable, .conflictUnresolved, .failingAlone, .instanceChanged]
+
+    static func isWithdrawable(_ state: WriteState) -> Bool {
+        if case .blocked(let reason, _) = state { return withdrawable.contains(reason) }
+        return false
+    }
+
+    /// R6.4, after the row was read: false when the write moved meanwhile.
+    static func withdraw(_ id: WriteID, user: String, expected: WriteEntry, row: JSONValue, appender: inout Appender) throws -> Bool {
+        let entry = try ownedEntry(id, user: user, reader: appender.reader)
+        guard entry == expected, isWithdrawable(entry.state) else { return false }
+        let kind = try appender.reader.queuedEvent(of: id)?.operation ?? .custom("write")
+        try appender.append(.writeWithdrawn(WriteWithdrawn(writeId: id, row: row)))
+        try refuseDependents(of: id, kind: kind, how: "withdrawn", appender: &appender)
+        return true
+    }
+}

@@ -1,0 +1,90 @@
+/// A write the queue holds, with the instance's answer so far (R3.1, R6.1).
+public struct QueuedWrite: Hashable, Sendable {
+    public let id: WriteID
+    public let user: String
+    public let table: String
+    public let operation: Operation
+    public let key: JSONValue
+    public let body: JSONValue
+    public let baseVersion: Int64?
+    public let dependsOn: [WriteID]
+    /// Earlier writes to the same row it follows (R2.2).
+    public let follows: [WriteID]
+    /// The key it is sent under now (renewed by every release).
+    public let idempotencyKey: IdempotencyKey
+    /// When it was queued.
+    public let createdAt: Timestamp
+    /// Its atomic group (R4.5), if it was enqueued in one.
+    public let atomicGroup: WriteQueued.AtomicGroup?
+    /// Its state in the verdict table. A pending write of a user whose session latched `identityChanged`
+    /// reads `blocked(.identityChanged)` (R7.3).
+    public let state: WriteState
+    /// How often the instance refused it.
+    public let refusals: Int
+    /// Whether its last answer was a replay of an earlier one (R3.2).
+    public let replayed: Bool
+    /// Pending, but held until a write it depends on is settled (R2.2, R4.2).
+    public let waiting: Bool
+    /// What it met the last time it failed alone, and the streak of such passes (R4.4).
+    public let lastFailure: LastFailure?
+    public let environmentalStreak: Int
+    /// PGRST204/205 refusals counted against it (R4.3).
+    public let schemaRefusals: Int
+}
+
+extension QueuedWrite {
+    /// The write as `all()` shows it: the entry's state, its queued event's content.
+    static func render(_ id: WriteID, _ entry: WriteEntry, reader: StoreReader, identityLatchedFor user: String?) throws -> QueuedWrite {
+        guard case .writeQueued(let queued)? = try reader.record(entry.queuedSequence)?.event, queued.id == id,
+            let recorded = try reader.record(entry.queuedSequence)
+        else {
+            throw OutboxError(.damaged, "write \(id): its writeQueued event at sequence \(entry.queuedSequence) is missing", writeID: id)
+        }
+        var state = entry.state
+        var waiting = false
+        if state == .pending {
+            if user == entry.user {
+                state = .blocked(.identityChanged, refusal: nil)
+            } else {
+                waiting = try entry.dependencies.contains { try !reader.isSettled($0) }
+            }
+        }
+        return QueuedWrite(
+            id: id, user: queued.user, table: queued.table, operation: queued.operation, key: queued.key, body: queued.body,
+            baseVersion: queued.baseVersion, dependsOn: queued.dependsOn, follows: queued.follows,
+            idempotencyKey: entry.idempotencyKey, createdAt: recorded.at, atomicGroup: queued.atomicGroup, state: state,
+            refusals: entry.refusals, replayed: entry.replayed, waiting: waiting, lastFailure: entry.lastFailure,
+            environmentalStreak: entry.environmentalStreak, schemaRefusals: entry.schemaRefusals)
+    }
+
+    /// Every write the queue holds, in id order; only `user`'s when given.
+    static func all(user: String?, reader: StoreReader) throws -> [QueuedWrite] {
+        let session = try reader.session()
+        let latched = session?.identityChanged == true ? session?.user : nil
+        var writes: [QueuedWrite] = []
+        var failure: (any Error)?
+        try reader.scan(.writes, [], nil) { key, value in
+            do {
+                let entry = try WriteEntry.decode(value)
+                if let user, entry.user != user { return true }
+                writes.append(try render(WriteID(Key.readBigEndian(key)), entry, reader: reader, identityLatchedFor: latched))
+                return true
+            } catch {
+                failure = error
+                return false
+            }
+        }
+        if let failure { throw failure }
+        return writes
+    }
+}
+
+/// The queue and verdict table as they stood just after one event (R8.4): time travel for debugging.
+public struct QueueSnapshot: Hashable, Sendable {
+    /// The last event folded.
+    public let sequence: UInt64
+    /// The session's user then, if one was settled.
+    public let user: String?
+    /// Every write the queue held then, every user's, in id order.
+    public let writes: [QueuedWrite]
+}

@@ -1,0 +1,75 @@
+/// A write the app asks the outbox to make: what `enqueue` takes.
+///
+/// ```swift
+/// try await outbox.enqueue(.insert(into: "todos", key: ["id": 42], body: ["title": "Buy milk"]))
+/// try await outbox.enqueue(.update("todos", key: ["id": 42], set: ["done": true], baseVersion: 3))
+/// ```
+public struct Write: Hashable, Sendable {
+    public var table: String
+    public var operation: Operation
+    /// The row's primary key: a non-empty JSON object.
+    public var key: JSONValue
+    /// A JSON object; empty for a delete.
+    public var body: JSONValue
+    /// The row version the edit was made on.
+    public var baseVersion: Int64?
+    /// Ids of earlier writes of the same user this one must follow (R2.2 adds same-row writes by itself).
+    public var dependsOn: [WriteID]
+
+    public init(
+        table: String, operation: Operation, key: JSONValue, body: JSONValue = [:], baseVersion: Int64? = nil,
+        dependsOn: [WriteID] = []
+    ) {
+        self.table = table
+        self.operation = operation
+        self.key = key
+        self.body = body
+        self.baseVersion = baseVersion
+        self.dependsOn = dependsOn
+    }
+
+    public static func insert(into table: String, key: JSONValue, body: JSONValue, dependsOn: [WriteID] = []) -> Write {
+        Write(table: table, operation: .insert, key: key, body: body, dependsOn: dependsOn)
+    }
+
+    public static func update(
+        _ table: String, key: JSONValue, set body: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = []
+    ) -> Write {
+        Write(table: table, operation: .update, key: key, body: body, baseVersion: baseVersion, dependsOn: dependsOn)
+    }
+
+    public static func upsert(into table: String, key: JSONValue, body: JSONValue, dependsOn: [WriteID] = []) -> Write {
+        Write(table: table, operation: .upsert, key: key, body: body, dependsOn: dependsOn)
+    }
+
+    public static func delete(from table: String, key: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = []) -> Write {
+        Write(table: table, operation: .delete, key: key, body: [:], baseVersion: baseVersion, dependsOn: dependsOn)
+    }
+
+    public static func custom(
+        _ name: String, table: String, key: JSONValue, body: JSONValue, dependsOn: [WriteID] = []
+    ) -> Write {
+        Write(table: table, operation: .custom(name), key: key, body: body, dependsOn: dependsOn)
+    }
+
+    /// The longest table, user or mutation name accepted, in UTF-8 bytes.
+    public static let maxNameBytes = 256
+
+    /// Checks what can be checked without the log (R2.4).
+    func validate() throws {
+        try Self.validateName(table, what: "the table name")
+        if case .custom(let name) = operation { try Self.validateName(name, what: "the mutation name") }
+        guard case .object(let members) = key, !members.isEmpty else {
+            throw OutboxError.invalid("the key must be a non-empty JSON object")
+        }
+        guard case .object(let fields) = body else { throw OutboxError.invalid("the body must be a JSON object") }
+        if operation == .delete, !fields.isEmpty { throw OutboxError.invalid("a delete carries no body") }
+        guard key.isFinite, body.isFinite else { throw OutboxError.invalid("a number in the key or body is not finite") }
+    }
+
+    static func validateName(_ name: String, what: String) throws {
+        if name.isEmpty { throw OutboxError.invalid("\(what) is empty") }
+        if name.utf8.count > maxNameBytes { throw OutboxError.invalid("\(what) is longer than \(maxNameBytes) bytes") }
+        if name.utf8.contains(0) { throw OutboxError.invalid("\(what) contains a NUL character") }
+    }
+}

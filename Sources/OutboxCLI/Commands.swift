@@ -1,0 +1,223 @@
+internal import Outbox
+
+/// What a command ends with: its exit status (0 success, 1 the thing checked is not so, 2 bad usage or
+/// an unreadable log).
+enum Exit: Int32 {
+    case success = 0
+    case notSo = 1
+    case failure = 2
+}
+
+/// Prints to standard output.
+func say(_ text: String) { print(text) }
+
+/// The `outbox` commands. Every command but `enqueue` opens the log read-only (R8.6).
+enum Commands {
+    static let usage = """
+        usage: outbox <command> [options]
+
+        commands:
+          enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID]
+                                                       queue a write; prints its id
+          queue   <log> [--user U] [--json]             the writes the queue holds, in id order
+          history <log> <write-id> [--json]             every event of one write, in order
+          log     <log> [--from SEQ] [--to SEQ] [--json]
+                                                       the events; --json: one JSON object per line
+          verify  <log>                                 "ok" (exit 0), or the first problem (exit 1)
+          replay  <log> [--until SEQ] [--json]          the queue and verdict table as they stood after SEQ
+
+        <log> is the log's folder, or its data.mdb file. 'outbox <command> --help' says more.
+        Exit status: 0 success, 1 the thing checked is not so, 2 bad usage or an unreadable log.
+        """
+
+    static let help: [String: String] = [
+        "enqueue": """
+            usage: outbox enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID]
+
+            Queues one write for user U and prints its id once it is durable. Creates the log if it does
+            not exist. OP is insert, update, upsert, delete, or any other word (a custom mutation).
+            --key and --body are JSON objects (--body defaults to {}; a delete takes none).
+            --depends-on names earlier writes of the same user, comma-separated.
+            """,
+        "queue": """
+            usage: outbox queue <log> [--user U] [--json]
+
+            Every write the queue holds (pending, answered, refused, blocked, dead), in id order; only U's
+            with --user. --json prints one JSON object per write and line (Specs/json-fields.md).
+            """,
+        "history": """
+            usage: outbox history <log> <write-id> [--json]
+
+            Every event that touched one write, in order, read from the history index. Exit 1 when the log
+            never held that write.
+            """,
+        "log": """
+            usage: outbox log <log> [--from SEQ] [--to SEQ] [--json]
+
+            The events from SEQ to SEQ (inclusive), in order. --json prints one JSON object per line.
+            """,
+        "verify": """
+            usage: outbox verify <log>
+
+            Re-reads every event, checks each checksum and that sequence numbers have no gaps, folds the
+            log into fresh projections and compares them with the stored ones byte for byte. Prints "ok"
+            and exits 0, or prints the first problem (naming the file, and the sequence number of a damaged
+            record) and exits 1.
+            """,
+        "replay": """
+            usage: outbox replay <log> [--until SEQ] [--json]
+
+            Folds the log up to SEQ (the last event by default) and prints the queue (pending writes in id
+            order) and the verdict table (every write's state) as they stood just after it.
+            """,
+    ]
+
+    static func run(_ words: [String]) async -> Exit {
+        guard let command = words.first else {
+            printError(usage)
+            return .failure
+        }
+        if command == "--help" || command == "-h" || command == "help" {
+            say(usage)
+            return .success
+        }
+        guard let text = help[command] else {
+            printError("outbox: unknown command '\(command)'\n\n\(usage)")
+            return .failure
+        }
+        let rest = Array(words.dropFirst())
+        if rest.contains("--help") || rest.contains("-h") {
+            say(text)
+            return .success
+        }
+        do {
+            switch command {
+            case "enqueue": return try await enqueue(rest)
+            case "queue": return try queue(rest)
+            case "history": return try history(rest)
+            case "log": return try log(rest)
+            case "verify": return try verify(rest)
+            default: return try replay(rest)
+            }
+        } catch let error as UsageError {
+            printError("outbox \(command): \(error.message)\n\n\(text)")
+            return .failure
+        } catch let error as OutboxError {
+            printError("outbox \(command): \(error.message)")
+            return error.code == .notFound ? .notSo : .failure
+        } catch {
+            printError("outbox \(command): \(error)")
+            return .failure
+        }
+    }
+
+    static func enqueue(_ words: [String]) async throws -> Exit {
+        let args = try Arguments(
+            command: "enqueue", words: words, options: ["user", "table", "op", "key", "body", "depends-on"], flags: [])
+        let path = try args.positionals("log")[0]
+        let user = try args.required("user")
+        let key = try parseJSON(try args.required("key"), option: "key")
+        let body = try args.option("body").map { try parseJSON($0, option: "body") } ?? [:]
+        var dependsOn: [WriteID] = []
+        if let list = args.option("depends-on") {
+            for part in list.split(separator: ",", omittingEmptySubsequences: false) {
+                guard let id = UInt64(part.filter { $0 != " " }), id > 0 else {
+                    throw UsageError(message: "--depends-on takes write ids separated by commas, not '\(list)'")
+                }
+                dependsOn.append(WriteID(id))
+            }
+        }
+        let write = Write(
+            table: try args.required("table"), operation: Operation(word: try args.required("op")), key: key, body: body,
+            dependsOn: dependsOn)
+        let client = try OutboxClient.open(path: path, configuration: OutboxConfiguration(autoSync: false))
+        let ids = try await client.enqueue(contentsOf: [write], atomic: false, user: user)
+        say(String(ids[0].rawValue))
+        return .success
+    }
+
+    static func queue(_ words: [String]) throws -> Exit {
+        let args = try Arguments(command: "queue", words: words, options: ["user"], flags: ["json"])
+        let inspector = try LogInspector(path: try args.positionals("log")[0])
+        for write in try inspector.all(user: args.option("user")) {
+            say(args.flag("json") ? JSONText.render(Render.json(write)) : Render.line(write))
+        }
+        return .success
+    }
+
+    static func history(_ words: [String]) throws -> Exit {
+        let args = try Arguments(command: "history", words: words, options: [], flags: ["json"])
+        let positionals = try args.positionals("log", "write-id")
+        guard let id = UInt64(positionals[1]) else { throw UsageError(message: "<write-id> is a whole number, not '\(positionals[1])'") }
+        let inspector = try LogInspector(path: positionals[0])
+        let events = try inspector.history(of: WriteID(id))
+        guard !events.isEmpty else {
+            printError("outbox history: \(positionals[0]): the log never held write \(id)")
+            return .notSo
+        }
+        for event in events { say(args.flag("json") ? JSONText.render(event.json) : Render.line(event)) }
+        return .success
+    }
+
+    static func log(_ words: [String]) throws -> Exit {
+        let args = try Arguments(command: "log", words: words, options: ["from", "to"], flags: ["json"])
+        let path = try args.positionals("log")[0]
+        let from = try args.unsigned("from") ?? 1
+        let to = try args.unsigned("to") ?? .max
+        guard from <= to else { throw UsageError(message: "--from \(from) is after --to \(to)") }
+        let inspector = try LogInspector(path: path)
+        try inspector.forEachEvent(from: from, to: to) { event in
+            say(args.flag("json") ? JSONText.render(event.json) : Render.line(event))
+            return true
+        }
+        return .success
+    }
+
+    static func verify(_ words: [String]) throws -> Exit {
+        let args = try Arguments(command: "verify", words: words, options: [], flags: [])
+        let path = try args.positionals("log")[0]
+        let report: VerifyReport
+        do {
+            report = try LogInspector(path: path).verify()
+        } catch let error as OutboxError where error.code == .damaged {
+            say(error.message)
+            return .notSo
+        }
+        say(report.description)
+        return report.isOK ? .success : .notSo
+    }
+
+    static func replay(_ words: [String]) throws -> Exit {
+        let args = try Arguments(command: "replay", words: words, options: ["until"], flags: ["json"])
+        let inspector = try LogInspector(path: try args.positionals("log")[0])
+        let last = try inspector.lastSequence()
+        let until = try args.unsigned("until") ?? last
+        guard until >= 1 else { throw UsageError(message: "--until takes a sequence number from 1") }
+        guard until <= last else { throw UsageError(message: "--until \(until) is past the last event (\(last))") }
+        let snapshot = try inspector.state(asOf: until)
+        let pending = snapshot.writes.filter { $0.state == .pending }
+        if args.flag("json") {
+            let document: JSONValue = .object([
+                "sequence": .int(Int64(snapshot.sequence)), "user": snapshot.user.map { .string($0) } ?? .null,
+                "queue": .array(pending.map { .int(Int64($0.id.rawValue)) }),
+                "verdicts": .array(snapshot.writes.map(Render.json)),
+            ])
+            say(JSONText.render(document))
+        } else {
+            say("as of sequence \(snapshot.sequence)\(snapshot.user.map { ", session user \($0)" } ?? "")")
+            say("queue (\(pending.count) pending):")
+            for write in pending { say("  " + Render.line(write)) }
+            say("verdict table (\(snapshot.writes.count) writes):")
+            for write in snapshot.writes { say("  " + Render.line(write)) }
+        }
+        return .success
+    }
+
+    static func parseJSON(_ text: String, option: String) throws -> JSONValue {
+        do {
+            return try JSONText.parse(text)
+        } catch {
+            throw UsageError(message: "--\(option): \(error)")
+        }
+    }
+}
