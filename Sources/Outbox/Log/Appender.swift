@@ -1,13 +1,13 @@
 /// Appends events inside one write transaction: each gets the next sequence number and the
 /// transaction's time, is stored with `MDB_APPEND`, and is folded into the projections at once, so the
 /// next read in the same transaction sees it.
-struct Appender {
+package struct Appender {
     /// The time every event of this transaction records.
     let time: Timestamp
     /// Reads the projections and log as this transaction sees them.
     let reader: StoreReader
     private(set) var nextSequence: UInt64
-    private(set) var appended: [RecordedEvent] = []
+    package private(set) var appended: [RecordedEvent] = []
     private var projector: Projector<ClosureStore>
     private let putRecord: (UInt64, [UInt8]) throws -> Void
 
@@ -21,7 +21,7 @@ struct Appender {
 
     /// Appends `event` and folds it into the projections.
     @discardableResult
-    mutating func append(_ event: Event) throws -> RecordedEvent {
+    package mutating func append(_ event: Event) throws -> RecordedEvent {
         let recorded = RecordedEvent(sequence: nextSequence, at: time, event: event)
         try putRecord(nextSequence, RecordCodec.encode(event, at: time, sequence: nextSequence))
         try projector.apply(recorded)

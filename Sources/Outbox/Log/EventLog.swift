@@ -14,7 +14,7 @@ package final class EventLog: Sendable {
     let crashPlan: CrashPlan?
     private let logDatabase: Database
     private let tables: [ProjectionTable: Database]
-    let committer = GroupCommitter()
+    package let committer = GroupCommitter()
 
     static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
 
@@ -117,7 +117,7 @@ package final class EventLog: Sendable {
 
     /// Appends through the group committer: callers arriving while a commit is in flight share the
     /// next one (R2.3). Returns once the commit is durable as `sync` says.
-    func append<R: Sendable>(
+    package func append<R: Sendable>(
         sync: Environment.CommitSync = .standard, isEnqueue: Bool = false,
         _ work: @escaping @Sendable (inout Appender) throws -> R
     ) async throws -> R {
@@ -139,7 +139,7 @@ package final class EventLog: Sendable {
 
     /// Calls `body` with every event from `from` through `to`, in order, decoding each; a damaged record
     /// throws `OutboxError` (`.damaged`) naming its sequence. `body` returns false to stop.
-    func forEachEvent(from: UInt64 = 1, to: UInt64 = .max, _ body: (RecordedEvent) throws -> Bool) throws {
+    package func forEachEvent(from: UInt64 = 1, to: UInt64 = .max, _ body: (RecordedEvent) throws -> Bool) throws {
         let path = self.path
         try storageErrors {
             try environment.read { txn in
@@ -161,7 +161,7 @@ package final class EventLog: Sendable {
     }
 
     /// The sequence number of the last event.
-    func lastSequence() throws -> UInt64 {
+    package func lastSequence() throws -> UInt64 {
         try storageErrors {
             try environment.read { txn in try txn.withCursor(logDatabase) { try $0.last().map { Key.readBigEndian($0.key) } } } ?? 0
         }

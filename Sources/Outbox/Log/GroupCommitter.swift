@@ -6,10 +6,10 @@ internal import OutboxLMDB
 /// while a commit is in flight are run together in the next transaction, so 16 concurrent enqueues cost
 /// far fewer than 16 flushes (R2.3).
 ///
-/// A job that throws before appending anything fails alone; the others of its group still commit. A job
+/// A job that throws (anything but an LMDB error) before appending anything fails alone; the others of its group still commit. A job
 /// that throws after appending fails the whole transaction (nothing of it is written), and every job
 /// of the group gets that error.
-final class GroupCommitter: Sendable {
+package final class GroupCommitter: Sendable {
     struct Job: Sendable {
         let sync: Environment.CommitSync
         let isEnqueue: Bool
@@ -27,7 +27,16 @@ final class GroupCommitter: Sendable {
     private let state = Mutex(State())
 
     /// How many transactions the committer has run (each is one commit).
-    var groupCount: Int { state.withLock { $0.groups } }
+    package var groupCount: Int { state.withLock { $0.groups } }
+
+    /// Jobs waiting for the next transaction.
+    package var waitingCount: Int { state.withLock { $0.jobs.count } }
+
+    /// Holds the writer before its next transaction (tests: gather a group deterministically).
+    package func suspend() { queue.suspend() }
+
+    /// Lets the writer go on after `suspend()`.
+    package func resume() { queue.resume() }
 
     func submit(_ job: Job, to log: EventLog) {
         let schedule = state.withLock { state -> Bool in
@@ -57,7 +66,9 @@ final class GroupCommitter: Sendable {
                     let before = appender.appended.count
                     do {
                         results.append(.success(try job.work(&appender)))
-                    } catch where appender.appended.count == before {
+                    } catch where !(error is LMDBError) && appender.appended.count == before {
+                        // Refused before writing anything (validation): this job fails alone. An LMDB
+                        // error (map full included) leaves the transaction to LMDB and fails the group.
                         results.append(.failure(error))
                     }
                 }

@@ -1,0 +1,110 @@
+import Foundation
+import OutboxLMDB
+import Testing
+
+/// A fresh folder under the system's temporary directory, removed when the test ends.
+func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
+    let path = NSTemporaryDirectory() + "outbox-lmdb-" + UUID().uuidString
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try body(path)
+}
+
+@Suite struct EnvironmentTests {
+    @Test func createsOwnerOnlyFiles() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path, databases: ["a"])
+            try env.write { txn in try txn.put(env.database("a"), key: [1], value: [2]) }
+            for file in ["data.mdb", "lock.mdb"] {
+                let mode = try FileManager.default.attributesOfItem(atPath: path + "/" + file)[.posixPermissions] as! Int
+                #expect(mode == 0o600, "\(file) is \(String(mode, radix: 8))")
+            }
+        }
+    }
+
+    @Test func secondOpenOfOnePathIsTypedError() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path, databases: ["a"])
+            #expect(throws: LMDBError.self) { try Environment(path: path, databases: ["a"]) }
+            do {
+                _ = try Environment(path: path + "/data.mdb", databases: ["a"])
+                Issue.record("opened twice")
+            } catch let error as LMDBError {
+                #expect(error.isAlreadyOpen)
+            }
+            _ = env
+        }
+    }
+
+    @Test func reopensAfterTheFirstIsReleased() throws {
+        try withTemporaryDirectory { path in
+            do {
+                let env = try Environment(path: path, databases: ["a"])
+                try env.write { txn in try txn.put(env.database("a"), key: [1], value: [9]) }
+            }
+            let env = try Environment(path: path, databases: ["a"])
+            #expect(try env.read { try $0.get(env.database("a"), key: [1]) } == [9])
+        }
+    }
+
+    @Test func readOnlyOpenOfMissingPathCreatesNothing() throws {
+        try withTemporaryDirectory { path in
+            var options = Environment.Options()
+            options.readOnly = true
+            do {
+                _ = try Environment(path: path, databases: ["a"], options: options)
+                Issue.record("opened a missing log")
+            } catch let error as LMDBError {
+                #expect(error.isDoesNotExist)
+            }
+            #expect(!FileManager.default.fileExists(atPath: path))
+        }
+    }
+
+    @Test func writeAbortsWhenItsClosureThrows() throws {
+        struct Stop: Error {}
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path, databases: ["a"])
+            #expect(throws: Stop.self) {
+                try env.write { txn in
+                    try txn.put(env.database("a"), key: [1], value: [1])
+                    throw Stop()
+                }
+            }
+            #expect(try env.read { try $0.get(env.database("a"), key: [1]) } == nil)
+            #expect(env.commitCount == 0)
+        }
+    }
+
+    @Test func mapGrowsFromATinyMapInsideWrite() throws {
+        try withTemporaryDirectory { path in
+            var options = Environment.Options()
+            options.mapSize = 64 << 10
+            let env = try Environment(path: path, databases: ["a"], options: options)
+            let before = env.mapSize
+            var runs = 0
+            let value = [UInt8](repeating: 7, count: 1000)
+            try env.write { txn in
+                runs += 1
+                for index in 0..<4000 {
+                    try txn.put(env.database("a"), key: withUnsafeBytes(of: UInt32(index).bigEndian, Array.init), value: value)
+                }
+            }
+            #expect(env.mapSize > before)
+            #expect(runs > 1, "the closure ran again after MDB_MAP_FULL")
+            #expect(try env.read { try $0.count(env.database("a")) } == 4000)
+        }
+    }
+
+    @Test func cursorSeeksAndScansByPrefix() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path, databases: ["a"])
+            let db = env.database("a")
+            try env.write { txn in
+                for key: [UInt8] in [[1, 1], [1, 2], [2, 1], [0, 9]] { try txn.put(db, key: key, value: key) }
+            }
+            var seen: [[UInt8]] = []
+            try env.read { txn in try txn.forEach(db, prefix: [1]) { key, _ in seen.append(Array(key)); return true } }
+            #expect(seen == [[1, 1], [1, 2]])
+        }
+    }
+}

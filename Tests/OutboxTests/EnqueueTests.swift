@@ -1,0 +1,194 @@
+@testable import Outbox
+import OutboxLMDB
+import Testing
+
+@Suite struct EnqueueTests {
+    // R2.1
+    @Test func idsStrictlyIncreaseAcrossTablesAndUsers() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let a = try await client.enqueue(todo(1))
+            try await client.settleSession(user: "bob", accessToken: nil)
+            let b = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
+            let c = try await client.enqueue(contentsOf: [todo(2), todo(3)])
+            #expect(a < b && b < c[0] && c[0] < c[1])
+            let keys = try await client.queue.all().map(\.idempotencyKey)
+            #expect(Set(keys).count == keys.count)
+        }
+    }
+
+    // R2.2
+    @Test func aWriteFollowsUnsettledWritesToTheSameRow() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let insert = try await client.enqueue(todo(1))
+            let other = try await client.enqueue(todo(2))
+            let update = try await client.enqueue(.update("todos", key: ["id": 1], set: ["done": true]))
+            let delete = try await client.enqueue(.delete(from: "todos", key: ["id": 1]))
+            #expect(try await client.write(update)?.follows == [insert])
+            #expect(try await client.write(delete)?.follows == [insert, update])
+            #expect(try await client.write(update)?.waiting == true)
+            #expect(try await client.write(other)?.waiting == false)
+            // Another user's write to the same row is not followed.
+            try await client.settleSession(user: "bob", accessToken: nil)
+            let bobs = try await client.enqueue(todo(1))
+            #expect(try await client.write(bobs)?.follows == [])
+            // Once the insert is answered, a new write to the row follows only what is still unsettled.
+            try await client.settleSession(user: "alice", accessToken: nil)
+            try await client.record(insert, .accepted)
+            #expect(try await client.write(update)?.waiting == false)
+            let again = try await client.enqueue(.update("todos", key: ["id": 1], set: ["done": false]))
+            #expect(try await client.write(again)?.follows == [update, delete])
+        }
+    }
+
+    // R2.2, R4.2: explicit dependencies wait until settled.
+    @Test func explicitDependenciesWait() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let list = try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: [:]))
+            let item = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["list": 7], dependsOn: [list]))
+            #expect(try await client.write(item)?.waiting == true)
+            try await client.record(list, .refused(Refusal(status: 400)), refusals: 1)
+            #expect(try await client.write(item)?.waiting == true, "a write waits behind a refused one")
+            try await client.record(list, .merged(fields: ["name"]))
+            #expect(try await client.write(item)?.waiting == false)
+        }
+    }
+
+    // R2.4: every kind of bad input is a typed error and writes nothing.
+    @Test func badInputIsRefusedAndWritesNothing() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let first = try await client.enqueue(todo(1))
+            try await client.settleSession(user: "bob", accessToken: nil)
+            let bobs = try await client.enqueue(todo(9))
+            try await client.settleSession(user: "alice", accessToken: nil)
+            let before = try client.eventCount()
+            let bad: [Write] = [
+                Write(table: "todos", operation: .insert, key: ["id": 1], body: "not an object"),
+                Write(table: "todos", operation: .insert, key: ["id": 1], body: [1, 2]),
+                Write(table: "", operation: .insert, key: ["id": 1], body: [:]),
+                Write(table: "to\u{0}dos", operation: .insert, key: ["id": 1], body: [:]),
+                Write(table: String(repeating: "t", count: 300), operation: .insert, key: ["id": 1], body: [:]),
+                Write(table: "todos", operation: .insert, key: [:], body: [:]),
+                Write(table: "todos", operation: .insert, key: 5, body: [:]),
+                Write(table: "todos", operation: .delete, key: ["id": 1], body: ["x": 1]),
+                Write(table: "todos", operation: .custom(""), key: ["id": 1], body: [:]),
+                Write(table: "todos", operation: .insert, key: ["id": 1], body: ["x": .double(.nan)]),
+                todo(2).dependingOn([0]),
+                todo(2).dependingOn([999]),
+                todo(2).dependingOn([bobs]),
+            ]
+            for write in bad {
+                await #expect(throws: OutboxError.invalidWrite) { try await client.enqueue(write) }
+                // In a batch, one bad write refuses them all.
+                await #expect(throws: OutboxError.invalidWrite) { try await client.enqueue(contentsOf: [todo(3), write]) }
+            }
+            #expect(try client.eventCount() == before)
+            #expect(try await client.queue.all().map(\.id) == [first])
+        }
+    }
+
+    @Test func aWriteNeedsAUserUnlessConfiguredOtherwise() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, user: nil)
+            await #expect(throws: OutboxError.noUser) { try await client.enqueue(todo(1)) }
+            #expect(try client.eventCount() == 1)
+        }
+        try await withTemporaryLog { path in
+            var configuration = testConfiguration()
+            configuration.requiresUser = false
+            let client = try await openClient(path, user: nil, configuration: configuration)
+            let id = try await client.enqueue(todo(1))
+            #expect(try await client.write(id)?.user == OutboxConfiguration.anonymousUser)
+        }
+    }
+
+    // R4.5: an atomic group is recorded as such.
+    @Test func atomicGroupIsRecorded() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)], atomic: true)
+            let loose = try await client.enqueue(contentsOf: [todo(4), todo(5)])
+            for id in ids { #expect(try await client.write(id)?.atomicGroup == .init(first: ids[0], count: 3)) }
+            for id in loose { #expect(try await client.write(id)?.atomicGroup == nil) }
+        }
+    }
+
+    // R2.3: 16 concurrent enqueuers share commits. The writer is held until all 16 wait, so the
+    // count is exact, not a timing.
+    @Test func concurrentEnqueuesShareOneCommit() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let commitsBefore = client.log.environment.commitCount
+            client.log.committer.suspend()
+            let ids = try await withThrowingTaskGroup(of: WriteID.self) { group in
+                for index in 0..<16 { group.addTask { try await client.enqueue(todo(Int64(index))) } }
+                while client.log.committer.waitingCount < 16 { await Task.yield() }
+                client.log.committer.resume()
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(ids).count == 16)
+            #expect(client.log.environment.commitCount - commitsBefore == 1)
+            #expect(try await client.queue.all().count == 16)
+        }
+    }
+
+    // One job of a group that fails validation fails alone.
+    @Test func aRefusedEnqueueDoesNotFailItsGroup() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            client.log.committer.suspend()
+            let good = Task { try await client.enqueue(todo(1)) }
+            let bad = Task { try await client.enqueue(todo(2).dependingOn([77])) }
+            while client.log.committer.waitingCount < 2 { await Task.yield() }
+            client.log.committer.resume()
+            _ = try await good.value
+            await #expect(throws: OutboxError.invalidWrite) { try await bad.value }
+            #expect(try await client.queue.all().count == 1)
+        }
+    }
+
+    // STYLE.md: the map grows inside the engine (a tiny initial map).
+    @Test func growsATinyMap() async throws {
+        try await withTemporaryLog { path in
+            var configuration = testConfiguration()
+            configuration.initialMapSize = 32 << 10
+            let client = try await openClient(path, configuration: configuration)
+            let before = client.log.environment.mapSize
+            let body: JSONValue = ["text": .string(String(repeating: "x", count: 500))]
+            for batch in 0..<10 {
+                _ = try await client.enqueue(contentsOf: (0..<100).map { Write.insert(into: "notes", key: ["id": .int(Int64(batch * 100 + $0))], body: body) })
+            }
+            #expect(client.log.environment.mapSize > before)
+            #expect(try await client.queue.all().count == 1000)
+            #expect(try await client.verify().isOK)
+        }
+    }
+
+    @Test func aSecondOpenOfOneLogIsATypedError() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            #expect(throws: OutboxError(.alreadyOpen, "")) { try OutboxClient.open(path: path) }
+            _ = client
+        }
+    }
+
+    @Test func aClosedClientRefusesCalls() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            client.close()
+            await #expect(throws: OutboxError.closed) { try await client.enqueue(todo(1)) }
+            await #expect(throws: OutboxError.closed) { try await client.queue.all() }
+        }
+    }
+}
+
+extension Write {
+    func dependingOn(_ ids: [WriteID]) -> Write {
+        var copy = self
+        copy.dependsOn = ids
+        return copy
+    }
+}

@@ -1,0 +1,152 @@
+@testable import Outbox
+import OutboxLMDB
+import Testing
+
+/// Random events of every kind against a real log: the projections folded as events were appended
+/// must equal a fresh rebuild, byte for byte (R8.2, P4).
+@Suite struct ProjectionTests {
+    /// Draws one event, mostly about writes the log holds, sometimes about ones it does not.
+    static func randomEvent(_ random: SeededRandomSource, ids: [WriteID], users: [String], nextId: inout UInt64) -> [Event] {
+        func pick<T>(_ values: [T]) -> T { values[Int(random.next(below: UInt64(values.count)))] }
+        let id = ids.isEmpty || random.next(below: 20) == 0 ? WriteID(random.next(below: nextId + 3)) : pick(ids)
+        let key = IdempotencyKey(high: random.next(), low: random.next())
+        let refusal = Refusal(status: pick([400, 409, 422, nil]), code: pick(["23505", nil]), message: pick(["boom", nil]),
+                              isFinal: random.next(below: 4) == 0)
+        let state: WriteState = pick([
+            .pending, .accepted, .merged(fields: ["a"]), .conflicted(siblingId: "s", fields: []), .refused(refusal),
+            .blocked(pick(BlockedReason.allCases), refusal: pick([refusal, nil])), .dead(refusal),
+        ])
+        switch random.next(below: 19) {
+        case 0, 1, 2, 3:
+            let count = Int(random.next(below: 3)) + 1
+            var events: [Event] = []
+            let first = nextId
+            for offset in 0..<count {
+                let user = pick(users)
+                let rowKey: JSONValue = ["id": .int(Int64(random.next(below: 6)))]
+                events.append(.writeQueued(WriteQueued(
+                    id: WriteID(first + UInt64(offset)), user: user, table: pick(["todos", "lists"]), operation: pick([.insert, .update, .delete, .custom("x")]),
+                    key: rowKey, body: ["n": .int(Int64(random.next(below: 100)))], baseVersion: nil,
+                    dependsOn: ids.isEmpty ? [] : [pick(ids)], follows: [], idempotencyKey: key,
+                    atomicGroup: count > 1 ? .init(first: WriteID(first), count: count) : nil)))
+            }
+            nextId += UInt64(count)
+            return events
+        case 4, 5, 6, 7: return [.verdictRecorded(VerdictRecorded(writeId: id, passId: 1, state: state, refusals: Int(random.next(below: 6)), replayed: random.next(below: 2) == 0))]
+        case 8: return [.sessionSettled(SessionSettled(user: pick(users + [nil as String?].compactMap { $0 }), identityChanged: random.next(below: 3) == 0))]
+        case 9: return [.networkSwitched(NetworkSwitched(enabled: random.next(below: 2) == 0))]
+        case 10: return [.passStarted(PassStarted(passId: 1, user: pick(users), table: nil, automatic: true, maxRefusals: 5, batchSize: 50)),
+                         .attemptStarted(AttemptStarted(passId: 1, writes: [.init(id: id, idempotencyKey: key)])),
+                         .answerReceived(AnswerReceived(passId: 1, writes: [id], answer: .answered([WriteAnswer(.skipped)]))),
+                         .passEnded(PassEnded(passId: 1, stoppedBy: nil))]
+        case 11: return [.schemaRefusalCounted(SchemaRefusalCounted(writeId: id, passId: 1, count: Int(random.next(below: 10))))]
+        case 12: return [.writeFailed(WriteFailed(writeId: id, passId: 1, status: 503, text: "x", streak: Int(random.next(below: 3))))]
+        case 13: return [.batchAborted(BatchAborted(passId: 1, writes: [id]))]
+        case 14: return [.writeReleased(WriteReleased(writeId: id, idempotencyKey: key, reason: nil))]
+        case 15: return [.writeWithdrawn(WriteWithdrawn(writeId: id, row: ["id": 1]))]
+        case 16: return [.writeDiscarded(WriteDiscarded(writeId: id, withDependents: false))]
+        case 17: return [pick([.answersTaken(AnswersCleared(writes: [id])), .answersForgotten(AnswersCleared(writes: [id]))])]
+        default: return [.localDataCleared(LocalDataCleared(user: pick(users), writes: ids.filter { _ in random.next(below: 4) == 0 }))]
+        }
+    }
+
+    /// Every projection database's bytes.
+    static func projectionBytes(_ log: EventLog) throws -> [String: [[UInt8]]] {
+        try log.environment.read { txn in
+            var all: [String: [[UInt8]]] = [:]
+            for table in ProjectionTable.allCases {
+                try txn.forEach(log.environment.database(table.rawValue), prefix: []) { key, value in
+                    all[table.rawValue, default: []].append(Array(key) + [0xFF] + Array(value))
+                    return true
+                }
+            }
+            return all
+        }
+    }
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func rebuildEqualsIncrementalProjections(seed: UInt64) async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, configuration: testConfiguration(seed: seed))
+            let random = SeededRandomSource(seed: seed)
+            var nextId: UInt64 = 1
+            var ids: [WriteID] = []
+            let users = ["alice", "bob", ""]
+            for step in 0..<1500 {
+                let events = Self.randomEvent(random, ids: ids, users: users, nextId: &nextId)
+                for case .writeQueued(let queued) in events { ids.append(queued.id) }
+                // Sometimes through the real queue calls too.
+                switch random.next(below: 10) {
+                case 0: _ = try await client.enqueue(todo(Int64(random.next(below: 5)))); ids.append(WriteID(try client.log.read { try $0.nextWriteID() } - 1)); nextId = ids.last!.rawValue + 1
+                case 1: _ = try? await client.queue.takeAnswered()
+                case 2: if !ids.isEmpty { _ = try? await client.queue.discard(ids[Int(random.next(below: UInt64(ids.count)))], withDependents: true) }
+                default: break
+                }
+                try await client.log.append { appender in for event in events { try appender.append(event) } }
+                if step % 250 == 0 { #expect(try client.log.verify().isOK) }
+            }
+            let report = try client.log.verify()
+            #expect(report.isOK, "\(report)")
+            let incremental = try Self.projectionBytes(client.log)
+            try client.log.rebuild()
+            #expect(try Self.projectionBytes(client.log) == incremental)
+        }
+    }
+
+    // R8.2: verify finds a projection that disagrees with the log.
+    @Test func verifyFindsATamperedProjection() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let id = try await client.enqueue(todo(1))
+            try client.log.environment.write { txn in
+                try txn.put(client.log.environment.database("pending"), key: Array("mallory".utf8) + [0, 0, 0, 0, 0, 0, 0, 0, 9], value: [])
+            }
+            let report = try await client.verify()
+            #expect(!report.isOK)
+            #expect(report.description.contains("pending"))
+            try await client.rebuild()
+            #expect(try await client.verify().isOK)
+            #expect(try await client.queue.all().map(\.id) == [id])
+        }
+    }
+
+    // R8.3 and R8.4: a write's history from the index; the state as of any sequence.
+    @Test func historyAndTimeTravel() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let a = try await client.enqueue(todo(1))
+            let b = try await client.enqueue(todo(2))
+            let afterEnqueue = try client.eventCount()
+            try await client.record(a, .refused(Refusal(status: 422, message: "nope")), refusals: 1)
+            let afterRefusal = try client.eventCount()
+            _ = try await client.queue.release(a)
+            try await client.record(a, .accepted)
+            _ = try await client.queue.takeAnswered()
+            #expect(try await client.history(of: a).map(\.event.type) == [.writeQueued, .verdictRecorded, .writeReleased, .verdictRecorded, .answersTaken])
+            #expect(try await client.history(of: b).map(\.event.type) == [.writeQueued])
+            await #expect(throws: OutboxError.notFound) { try await client.history(of: 42) }
+
+            let then = try await client.state(asOf: afterEnqueue)
+            #expect(then.writes.map(\.state) == [.pending, .pending])
+            let refused = try await client.state(asOf: afterRefusal)
+            #expect(refused.writes.first?.state.name == "refused")
+            #expect(refused.writes.first?.refusals == 1)
+            #expect(try await client.state(asOf: client.eventCount()).writes.map(\.id) == [b])
+        }
+    }
+
+    // Opening a log does not scan it: the projections are read as stored.
+    @Test func reopenKeepsProjectionsWithoutRebuilding() async throws {
+        try await withTemporaryLog { path in
+            do {
+                let client = try await openClient(path)
+                _ = try await client.enqueue(contentsOf: (1...50).map { todo(Int64($0)) })
+            }
+            let client = try OutboxClient.open(path: path, configuration: testConfiguration())
+            let commits = client.log.environment.commitCount
+            #expect(commits == 0, "open wrote nothing")
+            #expect(try await client.queue.all().count == 50)
+        }
+    }
+}
+

@@ -1,0 +1,219 @@
+@testable import Outbox
+import Synchronization
+import Testing
+
+/// A transport that only reads rows (the queue's part of the boundary), from a table it is given.
+final class RowTransport: OutboxTransport {
+    let rows: [String: JSONValue]
+    let fails: Bool
+    let reads = Mutex(0)
+    init(rows: [String: JSONValue] = [:], fails: Bool = false) {
+        self.rows = rows
+        self.fails = fails
+    }
+    struct ReadFailed: Error {}
+    func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
+        reads.withLock { $0 += 1 }
+        if fails { throw ReadFailed() }
+        return rows[table + JSONText.render(key)]
+    }
+}
+
+@Suite struct QueueTests {
+    // R6.1
+    @Test func takeAnsweredClearsAndReturnsInOneStep() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
+            try await client.record(ids[0], .accepted)
+            try await client.record(ids[1], .conflicted(siblingId: "s", fields: ["title"]))
+            let before = try client.eventCount()
+            async let first = client.queue.takeAnswered()
+            async let second = client.queue.takeAnswered()
+            let taken = try await first + second
+            #expect(taken.map(\.id).sorted() == [ids[0], ids[1]])
+            #expect(try await client.queue.all().map(\.id) == [ids[2]])
+            #expect(try client.eventCount() == before + 1, "one answersTaken event (R6.5)")
+            #expect(try await client.queue.takeAnswered().isEmpty)
+        }
+    }
+
+    // R6.1: an answered write that a waiting write depends on stays until that one is answered.
+    @Test func anAnsweredWriteADependentWaitsOnStays() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let parent = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
+            let child = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: [:], dependsOn: [parent]))
+            let loner = try await client.enqueue(todo(2))
+            try await client.record(parent, .accepted)
+            try await client.record(loner, .accepted)
+            #expect(try await client.queue.forgetAnswered() == 1)
+            #expect(try await client.queue.all().map(\.id) == [parent, child])
+            try await client.record(child, .accepted)
+            #expect(try await client.queue.forgetAnswered(ids: [child, 999]) == 1)
+            #expect(try await client.queue.forgetAnswered(ids: [parent]) == 1)
+            #expect(try await client.queue.all().isEmpty)
+        }
+    }
+
+    // R6.2
+    @Test func discardTakesOnlyRefusedOrDeadWrites() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
+            try await client.record(ids[0], .refused(Refusal(status: 422, code: "23514")), refusals: 1)
+            try await client.record(ids[1], .dead(nil), refusals: 5)
+            #expect(try await client.queue.discard(ids[2]) == false)
+            #expect(try await client.queue.discard(ids[0]))
+            #expect(try await client.queue.discard(ids[1]))
+            await #expect(throws: OutboxError.notFound) { try await client.queue.discard(ids[0]) }
+            await #expect(throws: OutboxError.notFound) { try await client.queue.discard(999) }
+            #expect(try await client.queue.all().map(\.id) == [ids[2]])
+            // The log keeps the discarded write's history (R6.5).
+            #expect(try await client.history(of: ids[0]).last?.event.type == .writeDiscarded)
+        }
+    }
+
+    // R6.2: a write others wait on is discarded only with its dependents, which are refused unsent.
+    @Test func discardWithDependentsRefusesThemUnsent() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let list = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
+            let item = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: [:], dependsOn: [list]))
+            let edit = try await client.enqueue(.update("todos", key: ["id": 1], set: ["done": true]))
+            try await client.record(list, .refused(Refusal(status: 400)), refusals: 1)
+            #expect(try await client.queue.discard(list) == false)
+            #expect(try await client.queue.discard(list, withDependents: true))
+            for id in [item, edit] {
+                let write = try #require(try await client.write(id))
+                #expect(write.state == .refused(.unsent(because: "the insert it waits for was discarded")))
+                #expect(try await client.queue.release(id) == false, "a final refusal is never released")
+            }
+            #expect(try await client.queue.discard(edit))
+        }
+    }
+
+    // R6.3
+    @Test func releaseSendsAgainUnderAFreshKeyKeepingTheCount() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3), todo(4)])
+            try await client.record(ids[0], .blocked(.keySpent, refusal: nil), refusals: 1)
+            try await client.record(ids[1], .refused(Refusal(status: 409)), refusals: 2)
+            try await client.record(ids[2], .dead(Refusal(status: 400)), refusals: 5)
+            for id in ids.prefix(3) {
+                let key = try #require(try await client.write(id)).idempotencyKey
+                let refusals = try #require(try await client.write(id)).refusals
+                #expect(try await client.queue.release(id))
+                let released = try #require(try await client.write(id))
+                #expect(released.state == .pending)
+                #expect(released.idempotencyKey != key)
+                #expect(released.refusals == refusals)
+            }
+            #expect(try await client.queue.release(ids[3]) == false, "a pending write is not released")
+            await #expect(throws: OutboxError.notFound) { try await client.queue.release(999) }
+        }
+    }
+
+    @Test func releaseByReasonReleasesEveryWriteBlockedSo() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
+            try await client.record(ids[0], .blocked(.failingAlone, refusal: nil))
+            try await client.record(ids[1], .blocked(.keySpent, refusal: nil))
+            try await client.record(ids[2], .blocked(.failingAlone, refusal: nil))
+            #expect(try await client.queue.release(reason: .failingAlone) == 2)
+            #expect(try await client.queue.all().map(\.state.name) == ["pending", "blocked", "pending"])
+        }
+    }
+
+    // R6.4
+    @Test func withdrawReadsTheRowAndRefusesDependentsUnsent() async throws {
+        try await withTemporaryLog { path in
+            let transport = RowTransport(rows: ["todos{\"id\":1}": ["id": 1, "title": "server's"]])
+            let client = try await openClient(path, transport: transport)
+            let edit = try await client.enqueue(.update("todos", key: ["id": 1], set: ["title": "mine"], baseVersion: 3))
+            let after = try await client.enqueue(.insert(into: "notes", key: ["id": 5], body: [:], dependsOn: [edit]))
+            let pending = try await client.enqueue(todo(9))
+            #expect(try await client.queue.withdraw(pending) == .notWithdrawn)
+            try await client.record(edit, .blocked(.conflictUnresolved, refusal: nil))
+            #expect(try await client.queue.withdraw(edit) == .withdrawn(row: ["id": 1, "title": "server's"]))
+            #expect(try await client.write(edit) == nil)
+            #expect(try await client.write(after)?.state == .refused(.unsent(because: "the update it waits for was withdrawn")))
+            let history = try await client.history(of: edit)
+            guard case .writeWithdrawn(let withdrawn)? = history.last?.event else { Issue.record("no writeWithdrawn"); return }
+            #expect(withdrawn.row == ["id": 1, "title": "server's"])
+        }
+    }
+
+    @Test func withdrawOfARowTheInstanceLacksReadsNull() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, transport: RowTransport())
+            let id = try await client.enqueue(todo(1))
+            try await client.record(id, .blocked(.instanceChanged, refusal: nil))
+            #expect(try await client.queue.withdraw(id) == .withdrawn(row: .null))
+        }
+    }
+
+    @Test func aFailedRowReadChangesNothing() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, transport: RowTransport(fails: true))
+            let id = try await client.enqueue(todo(1))
+            try await client.record(id, .blocked(.failingAlone, refusal: nil))
+            let before = try client.eventCount()
+            await #expect(throws: OutboxError.rowReadFailed) { try await client.queue.withdraw(id) }
+            #expect(try client.eventCount() == before)
+            #expect(try await client.write(id)?.state == .blocked(.failingAlone, refusal: nil))
+        }
+    }
+
+    @Test func queueCallsActOnlyOnTheCurrentUsersWrites() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let alices = try await client.enqueue(todo(1))
+            try await client.record(alices, .refused(Refusal(status: 400)), refusals: 1)
+            try await client.settleSession(user: "bob", accessToken: nil)
+            #expect(try await client.queue.all().isEmpty)
+            await #expect(throws: OutboxError.notFound) { try await client.queue.discard(alices) }
+            await #expect(throws: OutboxError.notFound) { try await client.queue.release(alices) }
+        }
+    }
+}
+
+@Suite struct SessionTests {
+    // R7.3: a token of another subject latches identityChanged; a matching one clears it. Tokens are
+    // never written (R8.7).
+    @Test func aTokenOfAnotherSubjectBlocksPendingWrites() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, user: nil)
+            try await client.settleSession(user: "alice", accessToken: token(subject: "alice"))
+            let id = try await client.enqueue(todo(1))
+            #expect(try await client.write(id)?.state == .pending)
+            try await client.settleSession(user: "alice", accessToken: token(subject: "bob"))
+            #expect(try await client.write(id)?.state == .blocked(.identityChanged, refusal: nil))
+            try await client.settleSession(user: "alice", accessToken: token(subject: "alice"))
+            #expect(try await client.write(id)?.state == .pending)
+            for event in try await client.events() {
+                #expect(!JSONText.render(event.json).contains("eyJ"), "no token in the log")
+            }
+        }
+    }
+
+    @Test func theSessionSurvivesReopen() async throws {
+        try await withTemporaryLog { path in
+            do {
+                let client = try await openClient(path, user: "carol")
+                _ = try await client.enqueue(todo(1))
+            }
+            let reopened = try OutboxClient.open(path: path, configuration: testConfiguration())
+            #expect(reopened.currentUser == "carol")
+            #expect(try await reopened.queue.all().count == 1)
+        }
+    }
+
+    @Test func subjectIsReadFromTheJWTPayload() {
+        #expect(AccessToken.subject(of: token(subject: "alice")) == "alice")
+        #expect(AccessToken.subject(of: "not-a-jwt") == nil)
+        #expect(AccessToken.subject(of: "a.b.c") == nil)
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+@testable import Outbox
+import Testing
+
+/// A fresh folder path (not created) under the temporary directory, removed when the test ends.
+func withTemporaryLog<R>(_ body: (String) async throws -> R) async rethrows -> R {
+    let path = NSTemporaryDirectory() + "outbox-test-" + UUID().uuidString
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try await body(path)
+}
+
+/// A deterministic configuration: manual clock, seeded randomness, no automatic passes.
+func testConfiguration(seed: UInt64 = 1, clock: ManualClock = ManualClock()) -> OutboxConfiguration {
+    var configuration = OutboxConfiguration(autoSync: false)
+    configuration.clock = clock
+    configuration.random = SeededRandomSource(seed: seed)
+    configuration.crashPlan = nil
+    return configuration
+}
+
+/// Opens a client on `path` signed in as `user`.
+func openClient(_ path: String, user: String? = "alice", configuration: OutboxConfiguration = testConfiguration(),
+                transport: (any OutboxTransport)? = nil) async throws -> OutboxClient {
+    let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+    if let user { try await client.settleSession(user: user, accessToken: nil) }
+    return client
+}
+
+extension OutboxClient {
+    /// Records a verdict as the replayer would (tests of the local queue calls).
+    func record(_ id: WriteID, _ state: WriteState, refusals: Int = 0) async throws {
+        try await log.append { appender in
+            try appender.append(.verdictRecorded(VerdictRecorded(writeId: id, passId: 1, state: state, refusals: refusals)))
+        }
+    }
+
+    func eventCount() throws -> UInt64 { try log.lastSequence() }
+
+    func write(_ id: WriteID) async throws -> QueuedWrite? { try await queue.all().first { $0.id == id } }
+}
+
+func todo(_ id: Int64, _ title: String = "milk") -> Write { .insert(into: "todos", key: ["id": .int(id)], body: ["title": .string(title)]) }
+
+/// A JWT-shaped token whose payload names `subject` (unsigned: the library does not check signatures).
+func token(subject: String) -> String {
+    let payload = Data("{\"sub\":\"\(subject)\",\"role\":\"authenticated\"}".utf8).base64EncodedString()
+        .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+    return "eyJhbGciOiJIUzI1NiJ9.\(payload).c2lnbmF0dXJl"
+}
