@@ -176,9 +176,11 @@ enum Commands {
     static func verify(_ words: [String]) throws -> Exit {
         let args = try Arguments(command: "verify", words: words, options: [], flags: [])
         let path = try args.positionals("log")[0]
+        // A log that cannot be opened is unreadable (exit 2); a problem found inside it is exit 1.
+        let inspector = try LogInspector(path: path)
         let report: VerifyReport
         do {
-            report = try LogInspector(path: path).verify()
+            report = try inspector.verify()
         } catch let error as OutboxError where error.code == .damaged {
             say(error.message)
             return .notSo
