@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "Outbox", targets: ["Outbox"]),
         .executable(name: "outbox", targets: ["OutboxCLI"]),
+        .executable(name: "outbox-benchmarks", targets: ["OutboxBenchmarks"]),
     ],
     targets: [
         // LMDB from the system (Debian: liblmdb-dev). Namespaced so it cannot clash with an app's own CLMDB.
@@ -27,6 +28,9 @@ let package = Package(
         .target(name: "Outbox", dependencies: ["OutboxLMDB"]),
         // The `outbox` command-line tool.
         .executableTarget(name: "OutboxCLI", dependencies: ["Outbox"]),
+        // Benchmarks: each figure beside a raw LMDB baseline measured in the same run.
+        .executableTarget(
+            name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB"], path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"]),
         .testTarget(name: "OutboxCLITests", dependencies: ["Outbox"]),
