@@ -15,7 +15,8 @@ enum Render {
             "lastFailure": write.lastFailure.map { .object(["status": $0.status.map { .int(Int64($0)) } ?? .null, "text": $0.text.map { .string($0) } ?? .null]) } ?? .null,
             "atomicGroup": write.atomicGroup.map { .object(["first": .int(Int64($0.first.rawValue)), "count": .int(Int64($0.count))]) } ?? .null,
         ]
-        for (name, value) in write.state.auditFields { fields[name] = value }
+        // Refusal messages included: the CLI is an audit tool (R3.4).
+        for (name, value) in write.state.jsonFields(withMessage: true) { fields[name] = value }
         return .object(fields)
     }
 
@@ -34,36 +35,5 @@ enum Render {
         var fields = event.event.jsonFields
         fields["type"] = nil
         return "\(event.sequence)  \(event.at)  \(event.event.type.name)  \(JSONText.render(.object(fields)))"
-    }
-}
-
-extension WriteState {
-    /// `state`, and the state's own fields, refusal messages included (the CLI is an audit tool, R3.4).
-    var auditFields: [String: JSONValue] {
-        var fields: [String: JSONValue] = ["state": .string(name)]
-        switch self {
-        case .pending, .accepted: break
-        case .merged(let changed): fields["fields"] = .array(changed.map { .string($0) })
-        case .conflicted(let sibling, let changed):
-            fields["siblingId"] = .string(sibling)
-            fields["fields"] = .array(changed.map { .string($0) })
-        case .refused(let refusal): fields["refusal"] = refusal.auditJSON
-        case .blocked(let reason, let refusal):
-            fields["reason"] = .string(reason.rawValue)
-            fields["refusal"] = refusal?.auditJSON ?? .null
-        case .dead(let refusal): fields["refusal"] = refusal?.auditJSON ?? .null
-        }
-        return fields
-    }
-}
-
-extension Refusal {
-    var auditJSON: JSONValue {
-        .object([
-            "status": status.map { .int(Int64($0)) } ?? .null, "code": code.map { .string($0) } ?? .null,
-            "reason": reason.map { .string($0) } ?? .null, "message": message.map { .string($0) } ?? .null,
-            "fields": .array(fields.map { .string($0) }), "trashed": .bool(trashed), "restorable": .bool(restorable),
-            "missingGrant": missingGrant.map { .string($0) } ?? .null, "final": .bool(isFinal),
-        ])
     }
 }

@@ -29,7 +29,7 @@ extension JSONValue {
 
 extension Refusal {
     /// The refusal as JSON; `withMessage` is false for anything but the audit tools (R3.4).
-    func json(withMessage: Bool) -> JSONValue {
+    package func json(withMessage: Bool) -> JSONValue {
         var fields: [String: JSONValue] = [
             "status": .optional(status) { .int($0) }, "code": .optional(code) { .string($0) },
             "reason": .optional(reason) { .string($0) }, "fields": .strings(fields), "trashed": .bool(trashed),
@@ -43,7 +43,7 @@ extension Refusal {
 
 extension WriteState {
     /// `{"state": …}` plus the state's own fields.
-    func jsonFields(withMessage: Bool) -> [String: JSONValue] {
+    package func jsonFields(withMessage: Bool) -> [String: JSONValue] {
         var fields: [String: JSONValue] = ["state": .string(name)]
         switch self {
         case .pending, .accepted: break
