@@ -1,0 +1,57 @@
+@testable import Outbox
+import Synchronization
+import Testing
+
+@Suite struct SeamTests {
+    // TESTING.md §2: a crash point does nothing until armed, then acts at its n-th pass.
+    @Test func crashPointsFireAtTheNamedPass() async throws {
+        try await withTemporaryLog { path in
+            let hits = Mutex<[Int]>([])
+            var configuration = testConfiguration()
+            let plan = CrashPlan(point: .enqueueAfterCommit, occurrence: 2, action: { hits.withLock { $0.append(1) } })
+            configuration.crashPlan = plan
+            let client = try await openClient(path, configuration: configuration)
+            _ = try await client.enqueue(todo(1))
+            #expect(hits.withLock { $0 }.isEmpty)
+            _ = try await client.enqueue(todo(2))
+            #expect(hits.withLock { $0 } == [1])
+            _ = try await client.enqueue(todo(3))
+            #expect(plan.passCount == 3)
+            #expect(hits.withLock { $0 } == [1], "fires once")
+        }
+    }
+
+    @Test func crashPlanIsReadFromItsEnvironmentSyntax() {
+        #expect(CrashPoint(rawValue: "enqueue.beforeCommit") == .enqueueBeforeCommit)
+        #expect(CrashPoint.allCases.count == Set(CrashPoint.allCases.map(\.rawValue)).count)
+    }
+
+    // R5.6: the same seed and clock make the same log.
+    @Test func sameSeedSameLog() async throws {
+        var logs: [[String]] = []
+        for _ in 0..<2 {
+            try await withTemporaryLog { path in
+                let client = try await openClient(path, configuration: testConfiguration(seed: 42))
+                _ = try await client.enqueue(contentsOf: [todo(1), todo(2)])
+                logs.append(try await client.events().map { JSONText.render($0.json) })
+            }
+        }
+        #expect(logs[0] == logs[1])
+    }
+
+    @Test func badSessionAndConfigurationAreTypedErrors() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let before = try client.eventCount()
+            await #expect(throws: OutboxError.invalidWrite) { try await client.settleSession(user: "", accessToken: nil) }
+            await #expect(throws: OutboxError.invalidWrite) { try await client.settleSession(user: "a\u{0}b", accessToken: nil) }
+            #expect(try client.eventCount() == before)
+            #expect(client.currentUser == "alice")
+        }
+        try await withTemporaryLog { path in
+            var configuration = testConfiguration()
+            configuration.maxRefusals = 0
+            #expect(throws: OutboxError.self) { try OutboxClient.open(path: path, configuration: configuration) }
+        }
+    }
+}
