@@ -35,8 +35,7 @@ public struct QueuedWrite: Hashable, Sendable {
 extension QueuedWrite {
     /// The write as `all()` shows it: the entry's state, its queued event's content.
     static func render(_ id: WriteID, _ entry: WriteEntry, reader: StoreReader, identityLatchedFor user: String?) throws -> QueuedWrite {
-        guard case .writeQueued(let queued)? = try reader.record(entry.queuedSequence)?.event, queued.id == id,
-            let recorded = try reader.record(entry.queuedSequence)
+        guard let recorded = try reader.record(entry.queuedSequence), case .writeQueued(let queued) = recorded.event, queued.id == id
         else {
             throw OutboxError(.damaged, "write \(id): its writeQueued event at sequence \(entry.queuedSequence) is missing", writeID: id)
         }
