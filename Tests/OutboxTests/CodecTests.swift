@@ -162,3 +162,9 @@ let everyKindOfEvent: [Event] = {
         #expect(throws: JSONText.ParseError.self) { try JSONText.parse(text) }
     }
 }
+
+@Suite struct LayoutTests {
+    @Test func projectionTableIndexIsItsPositionInAllCases() {
+        for (position, table) in ProjectionTable.allCases.enumerated() { #expect(table.index == position) }
+    }
+}

@@ -13,7 +13,8 @@ package final class EventLog: Sendable {
     let random: any RandomSource
     let crashPlan: CrashPlan?
     private let logDatabase: Database
-    private let tables: [ProjectionTable: Database]
+    /// Indexed by `ProjectionTable.index`: an array, not a dictionary, on the path of every put and get.
+    private let tables: [Database]
     package let committer = GroupCommitter()
 
     static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
@@ -44,13 +45,13 @@ package final class EventLog: Sendable {
         random = options.random
         crashPlan = options.crashPlan
         logDatabase = environment.database("log")
-        tables = Dictionary(uniqueKeysWithValues: ProjectionTable.allCases.map { ($0, environment.database($0.rawValue)) })
+        tables = ProjectionTable.allCases.map { environment.database($0.rawValue) }
 
         let (last, applied, layout) = try storageErrors {
             try environment.read { txn in
                 let last = try txn.withCursor(logDatabase) { cursor in try cursor.last().map { Key.readBigEndian($0.key) } }
-                let applied = try txn.get(tables[.meta]!, key: MetaKey.applied).map { Key.readBigEndianArray($0) }
-                let layout = try txn.get(tables[.meta]!, key: MetaKey.layout).map { Key.readBigEndianArray($0) }
+                let applied = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.applied).map { Key.readBigEndianArray($0) }
+                let layout = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.layout).map { Key.readBigEndianArray($0) }
                 return (last, applied, layout)
             }
         }
@@ -96,9 +97,9 @@ package final class EventLog: Sendable {
     private func store(_ access: WriteAccess) -> ClosureStore {
         let tables = self.tables
         return ClosureStore(
-            read: { table, key in try access.get(tables[table]!, key: key) },
+            read: { table, key in try access.get(tables[table.index], key: key) },
             write: { table, key, value in
-                if let value { try access.put(tables[table]!, key: key, value: value) } else { try access.delete(tables[table]!, key: key) }
+                if let value { try access.put(tables[table.index], key: key, value: value) } else { try access.delete(tables[table.index], key: key) }
             })
     }
 
@@ -106,8 +107,8 @@ package final class EventLog: Sendable {
     private func reader(_ access: some ReadableTransaction) -> StoreReader {
         let tables = self.tables, logDatabase = self.logDatabase, path = self.path
         return StoreReader(
-            value: { table, key in try access.get(tables[table]!, key: key) },
-            scan: { table, prefix, start, visit in try access.forEach(tables[table]!, prefix: prefix, from: start, visit) },
+            value: { table, key in try access.get(tables[table.index], key: key) },
+            scan: { table, prefix, start, visit in try access.forEach(tables[table.index], prefix: prefix, from: start, visit) },
             record: { sequence in
                 try Key.id(sequence).withUnsafeBytes { key in
                     try access.withValue(logDatabase, key: key) { bytes in try Self.decode(bytes, sequence: sequence, path: path) }
@@ -185,7 +186,7 @@ package final class EventLog: Sendable {
         try storageErrors {
             try environment.write { txn in
                 let access = txn.unsafeAccess
-                for table in ProjectionTable.allCases { try access.clear(tables[table]!) }
+                for table in ProjectionTable.allCases { try access.clear(tables[table.index]) }
                 let total = try access.count(logDatabase)
                 var projector = Projector(store: store(access))
                 var last: UInt64 = 0

@@ -22,6 +22,24 @@ public enum ProjectionTable: String, CaseIterable, Sendable {
     case counters
 }
 
+extension ProjectionTable {
+    /// The table's position in `allCases`.
+    var index: Int {
+        switch self {
+        case .meta: return 0
+        case .writes: return 1
+        case .pending: return 2
+        case .rejected: return 3
+        case .blocked: return 4
+        case .answered: return 5
+        case .history: return 6
+        case .rows: return 7
+        case .dependents: return 8
+        case .counters: return 9
+        }
+    }
+}
+
 /// Keys of `meta`.
 enum MetaKey {
     static let origin = Array("origin".utf8)

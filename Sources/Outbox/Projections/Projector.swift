@@ -8,8 +8,8 @@ struct Projector<Store: ProjectionStore> {
     var store: Store
 
     mutating func apply(_ recorded: RecordedEvent) throws {
-        var indexed = Set<WriteID>()
-        for id in recorded.event.writeIDs where indexed.insert(id).inserted {
+        let ids = recorded.event.writeIDs
+        for (position, id) in ids.enumerated() where position == 0 || !ids[..<position].contains(id) {
             try store.set(.history, Key.pair(id.rawValue, recorded.sequence), [])
         }
         switch recorded.event {
