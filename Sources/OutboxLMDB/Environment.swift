@@ -206,11 +206,6 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
-    /// Flushes the data file to disk (`mdb_env_sync(force)`), for environments opened with `.noSync`.
-    public func flush() throws(LMDBError) {
-        try check(mdb_env_sync(handle, 1), "mdb_env_sync", path: path)
-    }
-
     // MARK: - Paths
 
     private struct Location {

@@ -89,7 +89,8 @@ let everyKindOfEvent: [Event] = {
         body.byte(EventType.writeQueued.rawValue)
         body.signed(1_000)
         body.raw(payload.bytes)
-        body.littleEndian32(RecordCodec.checksum(sequence: 4, body: body.bytes))
+        let crc = body.bytes.withUnsafeBytes { RecordCodec.checksum(sequence: 4, body: $0) }
+        body.littleEndian32(crc)
         let decoded = try RecordCodec.decode(body.bytes, sequence: 4)
         guard case .writeQueued(let queued) = decoded.event else { Issue.record("not a writeQueued"); return }
         #expect(queued.id == 12)

@@ -110,12 +110,22 @@ public final class OutboxClient: Sendable {
     @discardableResult
     public func enqueue(contentsOf writes: [Write], atomic: Bool = false) async throws -> [WriteID] {
         try checkOpen()
+        return try await enqueue(writes, atomic: atomic, owner: try owner())
+    }
+
+    /// Enqueues as `user` without touching the session: for the `outbox enqueue` tool.
+    package func enqueue(contentsOf writes: [Write], atomic: Bool, user: String) async throws -> [WriteID] {
+        try checkOpen()
+        try Write.validateName(user, what: "the user name")
+        return try await enqueue(writes, atomic: atomic, owner: user)
+    }
+
+    private func enqueue(_ writes: [Write], atomic: Bool, owner: String) async throws -> [WriteID] {
         guard !writes.isEmpty else { return [] }
         for write in writes { try write.validate() }
-        let user = try owner()
         let random = configuration.random
         return try await log.append(isEnqueue: true) { appender in
-            try QueueOperations.enqueue(writes, user: user, atomic: atomic, random: random, appender: &appender)
+            try QueueOperations.enqueue(writes, user: owner, atomic: atomic, random: random, appender: &appender)
         }
     }
 

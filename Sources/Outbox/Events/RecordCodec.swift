@@ -38,15 +38,15 @@ public enum RecordCodec {
         writer.byte(event.type.rawValue)
         writer.signed(time.rawValue)
         event.encodePayload(into: &writer)
-        writer.littleEndian32(checksum(sequence: sequence, body: writer.bytes))
+        let crc = writer.bytes.withUnsafeBytes { checksum(sequence: sequence, body: $0) }
+        writer.littleEndian32(crc)
         return writer.bytes
     }
 
-    static func checksum(sequence: UInt64, body: some Collection<UInt8>) -> UInt32 {
-        var key = ByteWriter(capacity: 8)
-        key.bigEndian(sequence)
-        let head = key.bytes.withUnsafeBytes { CRC32C.update(0, $0) }
-        return Array(body).withUnsafeBytes { CRC32C.update(head, $0) }
+    /// CRC32C over the sequence number's 8 big-endian bytes, then `body`.
+    static func checksum(sequence: UInt64, body: UnsafeRawBufferPointer) -> UInt32 {
+        let head = withUnsafeBytes(of: sequence.bigEndian) { CRC32C.update(0, $0) }
+        return CRC32C.update(head, body)
     }
 
     /// Reads the record stored at `sequence`: checks its checksum, upcasts an older payload version,
@@ -56,10 +56,9 @@ public enum RecordCodec {
         let bodyCount = bytes.count - 4
         let stored = UInt32(bytes[bodyCount]) | UInt32(bytes[bodyCount + 1]) << 8 | UInt32(bytes[bodyCount + 2]) << 16
             | UInt32(bytes[bodyCount + 3]) << 24
-        var key = ByteWriter(capacity: 8)
-        key.bigEndian(sequence)
-        let head = key.bytes.withUnsafeBytes { CRC32C.update(0, $0) }
-        guard CRC32C.update(head, UnsafeRawBufferPointer(rebasing: bytes[0..<bodyCount])) == stored else { throw .checksumMismatch }
+        guard checksum(sequence: sequence, body: UnsafeRawBufferPointer(rebasing: bytes[0..<bodyCount])) == stored else {
+            throw .checksumMismatch
+        }
 
         let version = bytes[0]
         guard let type = EventType(rawValue: bytes[1]) else { throw .unknownType(bytes[1]) }
@@ -97,7 +96,8 @@ public enum RecordCodec {
         guard bytes.count >= 4 else { return bytes }
         var writer = ByteWriter(capacity: bytes.count)
         writer.raw(bytes.dropLast(4))
-        writer.littleEndian32(checksum(sequence: sequence, body: bytes.dropLast(4)))
+        let crc = writer.bytes.withUnsafeBytes { checksum(sequence: sequence, body: $0) }
+        writer.littleEndian32(crc)
         return writer.bytes
     }
 }

@@ -20,15 +20,12 @@ package final class GroupCommitter: Sendable {
     private struct State {
         var jobs: [Job] = []
         var drainScheduled = false
-        var groups = 0
     }
 
     private let queue = DispatchQueue(label: "outbox.log-writer")
     private let state = Mutex(State())
 
     /// How many transactions the committer has run (each is one commit).
-    package var groupCount: Int { state.withLock { $0.groups } }
-
     /// Jobs waiting for the next transaction.
     package var waitingCount: Int { state.withLock { $0.jobs.count } }
 
@@ -53,7 +50,6 @@ package final class GroupCommitter: Sendable {
             let jobs = state.jobs
             state.jobs = []
             state.drainScheduled = false
-            state.groups += 1
             return jobs
         }
         guard !jobs.isEmpty else { return }

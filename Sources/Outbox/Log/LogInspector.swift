@@ -27,16 +27,3 @@ package final class LogInspector: Sendable {
 
     package func lastSequence() throws -> UInt64 { try log.lastSequence() }
 }
-
-extension OutboxClient {
-    /// Enqueues as `user` without touching the session: for the `outbox enqueue` tool.
-    package func enqueue(contentsOf writes: [Write], atomic: Bool, user: String) async throws -> [WriteID] {
-        try checkOpen()
-        for write in writes { try write.validate() }
-        try Write.validateName(user, what: "the user name")
-        let random = configuration.random
-        return try await log.append(isEnqueue: true) { appender in
-            try QueueOperations.enqueue(writes, user: user, atomic: atomic, random: random, appender: &appender)
-        }
-    }
-}

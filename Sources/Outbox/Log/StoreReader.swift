@@ -35,18 +35,6 @@ struct StoreReader {
         try value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1
     }
 
-    func origin() throws -> Origin? {
-        guard let bytes = try value(.meta, MetaKey.origin) else { return nil }
-        return try bytes.withUnsafeBytes { raw in
-            var r = ByteReader(raw)
-            return try Origin.decode(from: &r)
-        }
-    }
-
-    func counters(user: String) throws -> Counters {
-        try value(.counters, Key.userPrefix(user)).map { try Counters.decode($0) } ?? Counters()
-    }
-
     /// The writes that name `id` among their dependencies.
     func dependents(of id: WriteID) throws -> [WriteID] {
         var result: [WriteID] = []
