@@ -2,7 +2,8 @@
 import Synchronization
 import Testing
 
-/// A transport that only reads rows (the queue's part of the boundary), from a table it is given.
+/// A transport that only reads rows (the queue's part of the boundary), from a table it is given; a
+/// send gets a dropped connection.
 final class RowTransport: OutboxTransport {
     let rows: [String: JSONValue]
     let fails: Bool
@@ -12,6 +13,7 @@ final class RowTransport: OutboxTransport {
         self.fails = fails
     }
     struct ReadFailed: Error {}
+    func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer { .failed(RequestFailure(kind: .network)) }
     func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
         reads.withLock { $0 += 1 }
         if fails { throw ReadFailed() }

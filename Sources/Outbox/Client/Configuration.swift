@@ -18,6 +18,8 @@ public struct OutboxConfiguration: Sendable {
     /// Writes per request (R4.5).
     public var batchSize = 50
     public var durability: Durability = .full
+    /// The backoff's jitter fraction (R5.3): 0 (the default) for none, at most 0.2 (±20 %).
+    public var backoffJitter = 0.0
     /// When false, writes made with no signed-in user belong to an anonymous owner (R2.4).
     public var requiresUser = true
     /// The initial LMDB map size; the map grows by itself.

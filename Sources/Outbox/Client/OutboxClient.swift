@@ -18,6 +18,10 @@ public final class OutboxClient: Sendable {
     let transport: (any OutboxTransport)?
     private let session = Mutex(Session())
     private let isClosed = Atomic<Bool>(false)
+    let syncState = Mutex(SyncState())
+    let status = Mutex(SyncStatus())
+    let statusUpdates = Broadcast<SyncStatus>()
+    let eventStream = Broadcast<OutboxEvent>()
 
     struct Session {
         var user: String?
@@ -54,14 +58,30 @@ public final class OutboxClient: Sendable {
         options.crashPlan = configuration.crashPlan
         let log = try EventLog(path: path, options: options)
         let user = try log.read { try $0.session()?.user }
-        return OutboxClient(log: log, transport: transport, configuration: configuration, user: user)
+        let client = OutboxClient(log: log, transport: transport, configuration: configuration, user: user)
+        log.observeCommits { [weak client] events in client?.didCommit(events) }
+        client.refreshStatus()
+        client.trigger(.opened)
+        return client
     }
 
-    /// Stops the client: later calls throw `.closed`. The log stays as it is.
-    public func close() { isClosed.store(true, ordering: .sequentiallyConsistent) }
+    /// Stops the client: later calls throw `.closed`, a running pass records nothing more, the status
+    /// keeps its last value and the streams end. The log stays as it is.
+    public func close() {
+        guard !isClosed.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        log.observeCommits(nil)
+        syncState.withLock { state in
+            state.timer?.cancel()
+            state.timer = nil
+        }
+        statusUpdates.finish()
+        eventStream.finish()
+    }
+
+    var isClosedNow: Bool { isClosed.load(ordering: .sequentiallyConsistent) }
 
     func checkOpen() throws {
-        if isClosed.load(ordering: .sequentiallyConsistent) { throw OutboxError(.closed, "the outbox client is closed") }
+        if isClosedNow { throw OutboxError(.closed, "the outbox client is closed") }
     }
 
     // MARK: - Session
@@ -76,13 +96,21 @@ public final class OutboxClient: Sendable {
         if let user { try Write.validateName(user, what: "the user name") }
         let identityChanged = user != nil && accessToken.flatMap(AccessToken.subject(of:)).map { $0 != user } == true
         let settled = SessionSettled(user: user, identityChanged: identityChanged)
+        let newToken = session.withLock { $0.accessToken != accessToken } && accessToken != nil
+        let random = configuration.random
         try await log.append { appender in
             if try appender.reader.session() != settled { try appender.append(.sessionSettled(settled)) }
+            // A new token clears credentialRefused: those writes go on the next pass by themselves (R3.3).
+            if let user, newToken, !identityChanged {
+                _ = try QueueOperations.release(reason: .credentialRefused, user: user, random: random, appender: &appender)
+            }
         }
         session.withLock {
             $0.user = user
             $0.accessToken = accessToken
         }
+        refreshStatus()
+        trigger(.sessionSettled)
     }
 
     /// The owner of a write made now.
@@ -124,9 +152,11 @@ public final class OutboxClient: Sendable {
         guard !writes.isEmpty else { return [] }
         for write in writes { try write.validate() }
         let random = configuration.random
-        return try await log.append(isEnqueue: true) { appender in
+        let ids = try await log.append(isEnqueue: true) { appender in
             try QueueOperations.enqueue(writes, user: owner, atomic: atomic, random: random, appender: &appender)
         }
+        trigger(.enqueued)
+        return ids
     }
 
     /// The queue calls of R6, for the current user's writes.

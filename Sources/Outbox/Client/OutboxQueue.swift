@@ -55,9 +55,11 @@ public struct OutboxQueue: Sendable {
     public func discard(_ id: WriteID, withDependents: Bool = false) async throws -> Bool {
         try client.checkOpen()
         let user = try client.owner()
-        return try await client.log.append { appender in
+        let discarded = try await client.log.append { appender in
             try QueueOperations.discard(id, user: user, withDependents: withDependents, appender: &appender)
         }
+        if discarded { client.trigger(.released) }
+        return discarded
     }
 
     /// Sends a blocked, refused or dead write again on the next pass, under a fresh idempotency key; its
@@ -67,9 +69,11 @@ public struct OutboxQueue: Sendable {
         try client.checkOpen()
         let user = try client.owner()
         let random = client.configuration.random
-        return try await client.log.append { appender in
+        let released = try await client.log.append { appender in
             try QueueOperations.release(id, user: user, random: random, appender: &appender)
         }
+        if released { client.trigger(.released) }
+        return released
     }
 
     /// Releases every write blocked for `reason`; returns how many (R6.3).
@@ -78,9 +82,11 @@ public struct OutboxQueue: Sendable {
         try client.checkOpen()
         let user = try client.owner()
         let random = client.configuration.random
-        return try await client.log.append { appender in
+        let count = try await client.log.append { appender in
             try QueueOperations.release(reason: reason, user: user, random: random, appender: &appender)
         }
+        if count > 0 { client.trigger(.released) }
+        return count
     }
 
     /// Takes a write blocked ancestorUnavailable, conflictUnresolved, failingAlone or instanceChanged out
@@ -94,6 +100,9 @@ public struct OutboxQueue: Sendable {
             (try QueueOperations.ownedEntry(id, user: user, reader: reader), try reader.queuedEvent(of: id))
         }
         guard QueueOperations.isWithdrawable(entry.state), let queued else { return .notWithdrawn }
+        if client.isNetworkDisabled {
+            throw OutboxError(.networkDisabled, "withdraw reads the row from the instance, and network access is switched off")
+        }
         guard let transport = client.transport else {
             throw OutboxError(.noTransport, "withdraw reads the row from the instance, and this client has no transport")
         }

@@ -1,8 +1,65 @@
 /// How the outbox reaches the instance. `SimulatedInstance` is one; an HTTP transport is another.
 ///
-/// This part of the boundary is what the local queue needs: the row read of `withdraw` (R6.4).
+/// The boundary is three calls: whether a write can be made into a request at all, the send of one
+/// batch, and the row read of `withdraw` (R6.4). A transport maps outcomes; the library decides what
+/// they mean (R4.3), so every transport is judged by the same rules.
 public protocol OutboxTransport: Sendable {
+    /// Sends one batch, in order, with the session's token, and returns what came back as received:
+    /// one answer per write, one request-level failure, or a response that broke the wire contract.
+    /// A transport reports failures in the result; it does not throw.
+    func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer
+
+    /// Why this write can no longer be made into a request exactly as it was made (no mapping for its
+    /// table or operation, a body over the size limit), or nil when it can (R4.3 "unmade").
+    func unmadeReason(for write: OutgoingWrite) -> String?
+
     /// The row the instance holds for (`table`, `key`), or `nil` when it holds none (a successful read).
     /// Throws when the read fails; the caller then changes nothing.
     func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue?
+}
+
+extension OutboxTransport {
+    public func unmadeReason(for write: OutgoingWrite) -> String? { nil }
+}
+
+/// One write as the instance receives it.
+public struct OutgoingWrite: Hashable, Sendable {
+    public var id: WriteID
+    /// The log's origin: with `id`, it names the write however often its key is renewed (R2.1, R3.2).
+    public var origin: Origin
+    public var idempotencyKey: IdempotencyKey
+    public var table: String
+    public var operation: Operation
+    public var key: JSONValue
+    public var body: JSONValue
+    public var baseVersion: Int64?
+    /// Every write it must follow (`dependsOn` and same-row writes), whether or not in this batch.
+    public var dependsOn: [WriteID]
+
+    public init(
+        id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, table: String, operation: Operation, key: JSONValue,
+        body: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = []
+    ) {
+        self.id = id
+        self.origin = origin
+        self.idempotencyKey = idempotencyKey
+        self.table = table
+        self.operation = operation
+        self.key = key
+        self.body = body
+        self.baseVersion = baseVersion
+        self.dependsOn = dependsOn
+    }
+}
+
+/// The writes of one request, in id order.
+public struct OutgoingBatch: Hashable, Sendable {
+    public var writes: [OutgoingWrite]
+    /// One atomic group (R4.5): the instance applies all of it or none.
+    public var isAtomic: Bool
+
+    public init(writes: [OutgoingWrite], isAtomic: Bool = false) {
+        self.writes = writes
+        self.isAtomic = isAtomic
+    }
 }

@@ -1,4 +1,5 @@
 internal import Foundation
+internal import Synchronization
 public import OutboxLMDB
 
 /// The append-only event log on LMDB and the projections folded from it, in one environment.
@@ -16,6 +17,7 @@ package final class EventLog: Sendable {
     /// Indexed by `ProjectionTable.index`: an array, not a dictionary, on the path of every put and get.
     private let tables: [Database]
     package let committer = GroupCommitter()
+    private let commitObserver = Mutex<(@Sendable ([RecordedEvent]) -> Void)?>(nil)
 
     static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
 
@@ -129,6 +131,16 @@ package final class EventLog: Sendable {
                     complete: { result in continuation.resume(with: result.map { $0 as! R }) }),
                 to: self)
         }
+    }
+
+    /// Calls `observer` after every commit of the group committer with the events it committed, on the
+    /// writer's queue (status and the events stream are fed from here).
+    func observeCommits(_ observer: (@Sendable ([RecordedEvent]) -> Void)?) {
+        commitObserver.withLock { $0 = observer }
+    }
+
+    func didCommit(_ events: [RecordedEvent]) {
+        commitObserver.withLock { $0 }?(events)
     }
 
     // MARK: - Reading

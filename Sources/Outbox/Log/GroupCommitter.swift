@@ -55,6 +55,7 @@ package final class GroupCommitter: Sendable {
         guard !jobs.isEmpty else { return }
         let sync: Environment.CommitSync = jobs.contains { $0.sync == .standard } ? .standard : .withoutMetaSync
         var results: [Result<any Sendable, any Error>] = []
+        var committed: [RecordedEvent] = []
         do {
             try log.transaction(sync: sync) { appender in
                 results = []
@@ -69,12 +70,14 @@ package final class GroupCommitter: Sendable {
                     }
                 }
                 for job in jobs { log.crashPlan?.pass(job.isEnqueue ? .enqueueBeforeCommit : .appendBeforeCommit) }
+                committed = appender.appended
             }
         } catch {
             for job in jobs { job.complete(.failure(error)) }
             return
         }
         for job in jobs where job.isEnqueue { log.crashPlan?.pass(.enqueueAfterCommit) }
+        if !committed.isEmpty { log.didCommit(committed) }
         for (job, result) in zip(jobs, results) { job.complete(result) }
     }
 }

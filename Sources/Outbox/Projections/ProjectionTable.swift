@@ -50,4 +50,4 @@ enum MetaKey {
 }
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 1
+let projectionLayoutVersion: UInt64 = 2

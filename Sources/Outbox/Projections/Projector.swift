@@ -31,8 +31,13 @@ struct Projector<Store: ProjectionStore> {
                 entry.state = verdict.state
                 entry.refusals = verdict.refusals
                 entry.replayed = verdict.replayed
-                entry.lastFailure = nil
-                entry.environmentalStreak = 0
+                entry.schemaRefusals = 0
+                entry.lastSchemaRefusalAt = nil
+                // A write blocked failingAlone keeps what it met and its streak (R4.4).
+                if verdict.state != .blocked(.failingAlone, refusal: nil) {
+                    entry.lastFailure = nil
+                    entry.environmentalStreak = 0
+                }
             }
         case .schemaRefusalCounted(let counted):
             try update(counted.writeId) { entry in

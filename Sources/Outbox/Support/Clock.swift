@@ -1,34 +1,95 @@
+internal import Dispatch
 internal import Foundation
 internal import Synchronization
 
-/// Where the library reads the time (R5.6): every timestamp in the log comes from here.
+/// Where the library reads the time and waits (R5.6): every timestamp in the log, every backoff.
 public protocol OutboxClock: Sendable {
     /// The current time.
     func now() -> Timestamp
+    /// Runs `action` once, when the clock reaches `time`, unless the returned timer is cancelled first.
+    func schedule(at time: Timestamp, _ action: @escaping @Sendable () -> Void) -> ClockTimer
+}
+
+/// A scheduled action of a clock.
+public final class ClockTimer: Sendable {
+    private let cancelled = Atomic<Bool>(false)
+    public init() {}
+    /// The action will not run (if it has not yet).
+    public func cancel() { cancelled.store(true, ordering: .sequentiallyConsistent) }
+    public var isCancelled: Bool { cancelled.load(ordering: .sequentiallyConsistent) }
 }
 
 /// The system's wall clock.
 public struct SystemClock: OutboxClock {
     public init() {}
     public func now() -> Timestamp { Timestamp(Date()) }
+
+    public func schedule(at time: Timestamp, _ action: @escaping @Sendable () -> Void) -> ClockTimer {
+        let timer = ClockTimer()
+        let delay = max(0, Double(time.rawValue - now().rawValue) / 1000)
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { if !timer.isCancelled { action() } }
+        return timer
+    }
 }
 
-/// A clock that moves only when told: tests, scenarios and simulations.
+/// A clock that moves only when told: tests, scenarios and simulations. Moving it runs the actions
+/// that fall due, in time order (and in the order they were scheduled at one time).
 public final class ManualClock: OutboxClock {
-    private let current: Mutex<Timestamp>
+    private struct Scheduled {
+        var time: Timestamp
+        var order: Int
+        var timer: ClockTimer
+        var action: @Sendable () -> Void
+    }
+
+    private struct State {
+        var now: Timestamp
+        var scheduled: [Scheduled] = []
+        var order = 0
+    }
+
+    private let state: Mutex<State>
 
     /// Starts at `start` (by default 2026-01-01T00:00:00Z, where scenarios start).
     public init(start: Timestamp = Timestamp(milliseconds: 1_767_225_600_000)) {
-        current = Mutex(start)
+        state = Mutex(State(now: start))
     }
 
-    public func now() -> Timestamp { current.withLock { $0 } }
+    public func now() -> Timestamp { state.withLock { $0.now } }
 
-    /// Moves the clock on by `seconds`.
-    public func advance(seconds: Double) {
-        current.withLock { $0 = $0.adding(seconds: seconds) }
+    public func schedule(at time: Timestamp, _ action: @escaping @Sendable () -> Void) -> ClockTimer {
+        let timer = ClockTimer()
+        let due = state.withLock { state -> Bool in
+            if time <= state.now { return true }
+            state.order += 1
+            state.scheduled.append(Scheduled(time: time, order: state.order, timer: timer, action: action))
+            return false
+        }
+        if due { action() }
+        return timer
     }
 
-    /// Sets the clock.
-    public func set(_ time: Timestamp) { current.withLock { $0 = time } }
+    /// When the next scheduled action falls due, if one is scheduled.
+    public var nextDue: Timestamp? {
+        state.withLock { state in state.scheduled.filter { !$0.timer.isCancelled }.map(\.time).min() }
+    }
+
+    /// Moves the clock on by `seconds`, running what falls due on the way.
+    public func advance(seconds: Double) { set(now().adding(seconds: seconds)) }
+
+    /// Sets the clock, running what falls due (at or before `time`) in time order.
+    public func set(_ time: Timestamp) {
+        while let next = state.withLock({ state -> Scheduled? in
+            state.scheduled.removeAll { $0.timer.isCancelled }
+            guard let index = state.scheduled.indices.min(by: { (state.scheduled[$0].time, state.scheduled[$0].order) < (state.scheduled[$1].time, state.scheduled[$1].order) }),
+                state.scheduled[index].time <= time
+            else { return nil }
+            let next = state.scheduled.remove(at: index)
+            if next.time > state.now { state.now = next.time }
+            return next
+        }) {
+            if !next.timer.isCancelled { next.action() }
+        }
+        state.withLock { $0.now = time }
+    }
 }

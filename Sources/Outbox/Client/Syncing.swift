@@ -1,0 +1,346 @@
+internal import Synchronization
+
+/// The scheduling state of a client (R5): kept in memory only, as [000] keeps it.
+struct SyncState {
+    struct Waiting {
+        var task: Task<Result<SyncReport, OutboxError>, Never>
+        var automatic: Bool
+    }
+
+    /// The last pass of the chain; a new pass starts after it (at most one runs, R5.1).
+    var tail: Task<Result<SyncReport, OutboxError>, Never>?
+    /// The pass waiting to run, per table (nil: every table): later callers join it.
+    var waiting: [String?: Waiting] = [:]
+    var isSyncing = false
+    /// Tasks the client started: `idle()` waits for them.
+    var inFlight: [Int: Task<Void, Never>] = [:]
+    var nextTaskId = 0
+    /// Backoff after automatic passes stopped by a failure that may pass (R5.3).
+    var backoffStep = 0
+    var timer: ClockTimer?
+    /// No automatic pass before this (Retry-After, capped at one hour).
+    var retryAfterUntil: Timestamp?
+    /// The monitor's word (nil: unknown), and whether the one failed attempt of this offline period was made (R5.4).
+    var monitorOnline: Bool?
+    var offlineAttemptSpent = false
+    /// The network switch (R5.5); not kept across clients.
+    var networkDisabled = false
+    /// Users whose local data is being cleared: their passes stop.
+    var clearing: Set<String> = []
+    var lastSyncedAt: Timestamp?
+    var lastSyncError: PassFailure?
+    /// Reports of the passes the library ran by itself, not yet taken (scenario runner, tests).
+    var automaticReports: [SyncReport] = []
+}
+
+/// Why the library may start a pass by itself (R5.2).
+enum Trigger {
+    case enqueued, released, opened, sessionSettled, networkBack, timer
+}
+
+extension OutboxClient {
+    // MARK: - Sync
+
+    /// Sends the current user's pending writes, and the refused ones not final, once, and returns what
+    /// happened (R4.1, R4.8). With `table`, only that table's writes, held behind earlier writes of
+    /// other tables. If a pass is running, waits for it, then runs its own, so it returns only once
+    /// nothing more can be sent now (R5.1). Throws only for misuse: closed, or no transport (R4.9).
+    @discardableResult
+    public func sync(table: String? = nil) async throws -> SyncReport {
+        try checkOpen()
+        guard transport != nil else { throw OutboxError(.noTransport, "sync sends through a transport, and this client has none") }
+        // The app's own pass goes at once and moves no wait; it ends an offline period's silence (R5.3, R5.4).
+        syncState.withLock { $0.offlineAttemptSpent = false }
+        return try await requestPass(table: table, automatic: false).get()
+    }
+
+    func requestPass(table: String?, automatic: Bool) async -> Result<SyncReport, OutboxError> {
+        let task = syncState.withLock { state -> Task<Result<SyncReport, OutboxError>, Never> in
+            if var waiting = state.waiting[table] {
+                if !automatic {
+                    waiting.automatic = false
+                    state.waiting[table] = waiting
+                }
+                return waiting.task
+            }
+            let previous = state.tail
+            let task = Task { [self] in
+                _ = await previous?.value
+                return await runScheduledPass(table: table)
+            }
+            state.waiting[table] = SyncState.Waiting(task: task, automatic: automatic)
+            state.tail = task
+            return task
+        }
+        track { _ = await task.value }
+        return await task.value
+    }
+
+    private func runScheduledPass(table: String?) async -> Result<SyncReport, OutboxError> {
+        let automatic = syncState.withLock { state -> Bool in
+            let automatic = state.waiting.removeValue(forKey: table)?.automatic ?? false
+            state.isSyncing = true
+            return automatic
+        }
+        refreshStatus()
+        let result: Result<SyncReport, OutboxError>
+        do {
+            result = .success(try await runPass(table: table, automatic: automatic))
+        } catch let error as OutboxError {
+            result = .failure(error)
+        } catch {
+            result = .failure(OutboxError(.storage, "the pass failed: \(error)"))
+        }
+        syncState.withLock { $0.isSyncing = false }
+        if case .success(let report) = result { afterPass(report, automatic: automatic) }
+        refreshStatus()
+        return result
+    }
+
+    private func runPass(table: String?, automatic: Bool) async throws -> SyncReport {
+        try checkOpen()
+        guard let transport, let user = try? owner() else { return SyncReport() }
+        if syncState.withLock({ $0.networkDisabled }) {
+            var report = SyncReport()
+            report.remainingCount = try log.read { try $0.counters(user: user).pending }
+            return report
+        }
+        let token = accessToken
+        let pass = Pass(
+            log: log, transport: transport, user: user, token: token, table: table, automatic: automatic,
+            maxRefusals: configuration.maxRefusals, batchSize: configuration.batchSize,
+            shouldStop: { [weak self] in
+                guard let self else { return true }
+                return self.syncState.withLock { $0.networkDisabled || $0.clearing.contains(user) } || self.currentUser != user
+                    && !(self.currentUser == nil && !self.configuration.requiresUser && user == OutboxConfiguration.anonymousUser)
+            },
+            checkAlive: { [weak self] in
+                guard let self else { throw OutboxError(.closed, "the outbox client is gone") }
+                try self.checkOpen()
+            })
+        return try await pass.run()
+    }
+
+    /// Backoff, Retry-After and the offline period after a pass (R5.3, R5.4).
+    private func afterPass(_ report: SyncReport, automatic: Bool) {
+        let now = configuration.clock.now()
+        let delay: Double? = syncState.withLock { state in
+            if let retryAfter = report.retryAfter, retryAfter > 0 {
+                let until = now.adding(seconds: retryAfter)
+                state.retryAfterUntil = max(state.retryAfterUntil ?? until, until)
+            }
+            state.lastSyncError = report.stoppedBy
+            if report.stoppedBy == nil && report.remainingCount == 0 { state.lastSyncedAt = now }
+            guard automatic else { return nil }
+            if !report.verdicts.isEmpty || report.stoppedBy != nil { state.automaticReports.append(report) }
+            guard let failure = report.stoppedBy else {
+                state.backoffStep = 0
+                return nil
+            }
+            if failure.kind == .identityChanged { return nil }
+            if failure.kind == .network && state.monitorOnline == false {
+                state.offlineAttemptSpent = true
+                return nil
+            }
+            var delay = min(60, Double(1 << min(state.backoffStep, 6)))
+            state.backoffStep += 1
+            if let until = state.retryAfterUntil { delay = max(delay, Double(until.rawValue - now.rawValue) / 1000) }
+            return delay
+        }
+        guard let delay else { return }
+        armTimer(at: now.adding(seconds: delay * jitterFactor()))
+    }
+
+    /// 1 ± the configured jitter fraction (at most 20 %), drawn from the injected generator.
+    private func jitterFactor() -> Double {
+        let fraction = min(max(configuration.backoffJitter, 0), 0.2)
+        guard fraction > 0 else { return 1 }
+        let unit = Double(configuration.random.next() >> 11) / Double(1 << 53)
+        return 1 + fraction * (unit * 2 - 1)
+    }
+
+    private func armTimer(at time: Timestamp) {
+        let timer = configuration.clock.schedule(at: time) { [weak self] in self?.trigger(.timer) }
+        let previous = syncState.withLock { state -> ClockTimer? in
+            defer { state.timer = timer }
+            return state.timer
+        }
+        previous?.cancel()
+    }
+
+    /// Starts an automatic pass when R5.2–R5.5 allow one now (or arms the timer for when they will).
+    func trigger(_ reason: Trigger) {
+        guard configuration.autoSync, transport != nil, !isClosedNow else { return }
+        let now = configuration.clock.now()
+        enum Decision { case run, wait(Timestamp), nothing }
+        let decision = syncState.withLock { state -> Decision in
+            guard !state.networkDisabled else { return .nothing }
+            switch reason {
+            case .networkBack, .sessionSettled:
+                state.backoffStep = 0
+                state.offlineAttemptSpent = false
+                state.timer?.cancel()
+                state.timer = nil
+            case .timer:
+                state.timer = nil
+            case .enqueued, .released, .opened:
+                if state.timer != nil { return .nothing }
+            }
+            if state.monitorOnline == false && state.offlineAttemptSpent { return .nothing }
+            if let until = state.retryAfterUntil, until > now { return state.timer == nil ? .wait(until) : .nothing }
+            return .run
+        }
+        switch decision {
+        case .nothing: return
+        case .wait(let until): armTimer(at: until)
+        case .run:
+            guard let user = try? owner(), (try? log.read({ try $0.counters(user: user).pending })) ?? 0 > 0 else { return }
+            track { [self] in _ = await requestPass(table: nil, automatic: true) }
+        }
+    }
+
+    /// Runs `work` as a task `idle()` waits for.
+    func track(_ work: @escaping @Sendable () async -> Void) {
+        syncState.withLock { state in
+            state.nextTaskId += 1
+            let id = state.nextTaskId
+            state.inFlight[id] = Task { [weak self] in
+                await work()
+                _ = self?.syncState.withLock { $0.inFlight.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// Returns once every pass and task the client started has finished (tests, scenarios: what the
+    /// library started at the current simulated time is done).
+    package func idle() async {
+        while let task = syncState.withLock({ $0.inFlight.values.first }) {
+            await task.value
+            // A task removes itself when done; one that finished is gone on the next look.
+            _ = syncState.withLock { state in state.inFlight.first { $0.value == task }.map { state.inFlight.removeValue(forKey: $0.key) } }
+        }
+    }
+
+    /// The reports of the passes the library ran by itself since the last call.
+    package func takeAutomaticReports() -> [SyncReport] {
+        syncState.withLock { state in
+            defer { state.automaticReports = [] }
+            return state.automaticReports
+        }
+    }
+
+    // MARK: - Network (R5.4, R5.5)
+
+    var isNetworkDisabled: Bool { syncState.withLock { $0.networkDisabled } }
+
+    /// Switches the library's network access off: nothing is sent until `enableNetwork()`; a running
+    /// pass ends before its next request; `status.network` reads `disabled` when this returns.
+    public func disableNetwork() async {
+        let changed = syncState.withLock { state -> Bool in
+            defer { state.networkDisabled = true }
+            state.timer?.cancel()
+            state.timer = nil
+            return !state.networkDisabled
+        }
+        refreshStatus()
+        if changed, !isClosedNow { _ = try? await log.append { try $0.append(.networkSwitched(NetworkSwitched(enabled: false))) } }
+    }
+
+    /// Switches network access back on; with autoSync, a pass follows (R5.2).
+    public func enableNetwork() async {
+        let changed = syncState.withLock { state -> Bool in
+            defer { state.networkDisabled = false }
+            return state.networkDisabled
+        }
+        refreshStatus()
+        guard changed, !isClosedNow else { return }
+        _ = try? await log.append { try $0.append(.networkSwitched(NetworkSwitched(enabled: true))) }
+        trigger(.networkBack)
+    }
+
+    /// The connectivity monitor's word: true online, false offline, nil unknown (a monitor that failed
+    /// or ended), which counts as online. A hint, never a gate (R5.4).
+    public func connectivityChanged(online: Bool?) {
+        let cameBack = syncState.withLock { state -> Bool in
+            defer { state.monitorOnline = online }
+            return online != false && state.monitorOnline == false || online == true && state.monitorOnline == nil
+        }
+        refreshStatus()
+        if cameBack { trigger(.networkBack) }
+    }
+
+    /// Follows a connectivity monitor (on Linux, the app's own sequence of online/offline words) until it
+    /// ends, when the network counts as unknown.
+    public func monitorConnectivity<Monitor: AsyncSequence & Sendable>(_ monitor: Monitor) where Monitor.Element == Bool {
+        Task { [weak self] in
+            do {
+                for try await online in monitor { self?.connectivityChanged(online: online) }
+            } catch {}
+            self?.connectivityChanged(online: nil)
+        }
+    }
+
+    // MARK: - Sign-out (R7.3)
+
+    /// Takes every write of `user` out of the queue, after cancelling a running pass (its report counts
+    /// what it sent). Call `sync()` first to send what can be sent. Appends a `localDataCleared` event.
+    public func clearLocalData(user: String) async throws {
+        try checkOpen()
+        syncState.withLock { _ = $0.clearing.insert(user) }
+        defer { syncState.withLock { _ = $0.clearing.remove(user) } }
+        _ = await syncState.withLock({ $0.tail })?.value
+        try await log.append { appender in
+            var ids: [WriteID] = []
+            try appender.reader.scan(.writes, [], nil) { key, value in
+                if try WriteEntry.decode(value).user == user { ids.append(WriteID(Key.readBigEndian(key))) }
+                return true
+            }
+            if !ids.isEmpty { try appender.append(.localDataCleared(LocalDataCleared(user: user, writes: ids))) }
+        }
+    }
+
+    // MARK: - Status and events (R7.1, R7.2)
+
+    /// The status: its value now, and its changes.
+    public var syncStatus: StatusObservation {
+        StatusObservation(
+            current: { [self] in status.withLock { $0 } },
+            subscribe: { [self] in statusUpdates.subscribe(initial: status.withLock { $0 }) })
+    }
+
+    /// What changes from now on: rejections, dead letters, blocks, aborted groups, merges, stopped passes.
+    public var events: AsyncStream<OutboxEvent> { eventStream.subscribe() }
+
+    /// Reads the counts together and publishes the status if it changed. After close it keeps its value.
+    func refreshStatus() {
+        guard !isClosedNow else { return }
+        let user = currentUser ?? (configuration.requiresUser ? nil : OutboxConfiguration.anonymousUser)
+        let sync = syncState.withLock { $0 }
+        let changed = status.withLock { status -> SyncStatus? in
+            var next = SyncStatus()
+            if let user, let (counters, session) = try? log.read({ (try $0.counters(user: user), try $0.session()) }) {
+                next.pendingCount = counters.pending
+                next.rejectedCount = counters.rejected
+                next.blockedCount = counters.blocked
+                if session?.identityChanged == true, session?.user == user {
+                    next.blockedCount += counters.pending
+                    next.pendingCount = 0
+                }
+            }
+            next.network = sync.networkDisabled ? .disabled : sync.monitorOnline.map { $0 ? .online : .offline } ?? .unknown
+            next.isSyncing = sync.isSyncing
+            next.lastSyncedAt = sync.lastSyncedAt
+            next.lastSyncError = sync.lastSyncError
+            guard next != status else { return nil }
+            status = next
+            return next
+        }
+        if let changed { statusUpdates.send(changed) }
+    }
+
+    /// Called after every commit of the log.
+    func didCommit(_ events: [RecordedEvent]) {
+        refreshStatus()
+        for event in OutboxEvent.of(events) { eventStream.send(event) }
+    }
+}

@@ -1,0 +1,206 @@
+internal import Synchronization
+
+/// An in-process instance, deterministic: it holds rows, and for every write it applied, the answer it
+/// gave, which it replays when the same idempotency key or the same (origin, id) comes again (R3.2).
+/// It answers from a script when one is given (`script(_:)`) and by itself otherwise: it accepts and
+/// applies every write, in order, answering `skipped` to a write whose dependency in the same batch
+/// was not applied (R4.5), and all or nothing of an atomic group.
+///
+/// Apps use it in their own tests as the transport of a client:
+///
+/// ```swift
+/// let instance = SimulatedInstance()
+/// instance.script([.verdict(.refused(Refusal(status: 422, code: "23514")))])
+/// let outbox = try await OutboxClient.open(at: folder, transport: instance)
+/// ```
+public final class SimulatedInstance: OutboxTransport {
+    /// One scripted answer (SCENARIOS.md, "Scripted answers").
+    public enum Scripted: Hashable, Sendable {
+        /// The answer to one write: accepted, merged, conflicted, refused, blocked, or failed.
+        case verdict(WriteVerdict)
+        /// The whole request fails with an HTTP status (a PostgREST code and a Retry-After optional).
+        case status(Int, code: String? = nil, retryAfter: String? = nil)
+        /// The request never reaches the instance.
+        case networkDown
+        /// The instance applies the request and remembers its answers; the client sees a dropped connection.
+        case lostResponse
+        /// The instance applies nothing and answers with a body that breaks the wire contract.
+        case malformed
+        /// The instance applies the request and remembers its answers; then the crash handler runs (the
+        /// client dies before it records them) and the client sees a dropped connection.
+        case crashAfterApply
+        /// The next row read fails as a dropped connection; requests skip over this entry.
+        case readFails
+
+        var isRequestLevel: Bool {
+            switch self {
+            case .status, .networkDown, .lostResponse, .malformed, .crashAfterApply: return true
+            case .verdict, .readFails: return false
+            }
+        }
+    }
+
+    /// A write the instance applied, in the order it applied them.
+    public struct Applied: Hashable, Sendable {
+        public var origin: Origin
+        public var id: WriteID
+        public var table: String
+        public var key: JSONValue
+    }
+
+    /// A request as it arrived: which writes, and with which token (tests check P7 with it).
+    public struct Received: Hashable, Sendable {
+        public var writes: [WriteID]
+        public var accessToken: String?
+    }
+
+    /// The error a failed row read throws.
+    public struct ReadFailed: Error, Hashable, Sendable {}
+
+    private struct Identity: Hashable {
+        var origin: Origin
+        var id: WriteID
+    }
+
+    private struct State {
+        var script: [Scripted] = []
+        var rows: [String: JSONValue] = [:]
+        var byKey: [IdempotencyKey: WriteAnswer] = [:]
+        var byIdentity: [Identity: WriteAnswer] = [:]
+        var applied: [Applied] = []
+        var received: [Received] = []
+        var siblings = 0
+        var onCrash: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Appends answers to the script.
+    public func script(_ answers: [Scripted]) { state.withLock { $0.script += answers } }
+
+    /// Script entries not used yet.
+    public var unusedScript: [Scripted] { state.withLock { $0.script } }
+
+    /// What runs when a `crashAfterApply` entry is used (the scenario runner drops its client there).
+    public func onCrash(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.onCrash = handler } }
+
+    /// The writes applied, each once, in the order they were applied.
+    public var applied: [Applied] { state.withLock { $0.applied } }
+
+    /// Every request received, in order.
+    public var received: [Received] { state.withLock { $0.received } }
+
+    /// The row held for (`table`, `key`), if any.
+    public func row(table: String, key: JSONValue) -> JSONValue? {
+        state.withLock { $0.rows[Self.rowKey(table, key)] }
+    }
+
+    // MARK: - OutboxTransport
+
+    public func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        var crash: (@Sendable () -> Void)?
+        let answer = state.withLock { state -> RequestAnswer in
+            state.received.append(Received(writes: batch.writes.map(\.id), accessToken: accessToken))
+            if let index = state.script.firstIndex(where: { $0 != .readFails }), state.script[index].isRequestLevel {
+                let entry = state.script.remove(at: index)
+                switch entry {
+                case .status(let status, let code, let retryAfter):
+                    return .failed(RequestFailure(kind: .http, status: status, code: code, retryAfter: retryAfter, text: "scripted failure \(status)"))
+                case .networkDown:
+                    return .failed(RequestFailure(kind: .network))
+                case .malformed:
+                    return .contractBroken("the response body is not a list of answers")
+                case .lostResponse:
+                    _ = Self.apply(batch, scripted: false, &state)
+                    return .failed(RequestFailure(kind: .network))
+                case .crashAfterApply:
+                    _ = Self.apply(batch, scripted: false, &state)
+                    crash = state.onCrash
+                    return .failed(RequestFailure(kind: .network))
+                case .verdict, .readFails:
+                    preconditionFailure("not a request-level entry")
+                }
+            }
+            return .answered(Self.apply(batch, scripted: true, &state))
+        }
+        crash?()
+        return answer
+    }
+
+    public func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
+        try state.withLock { state in
+            if let index = state.script.firstIndex(of: .readFails) {
+                state.script.remove(at: index)
+                throw ReadFailed()
+            }
+            return state.rows[Self.rowKey(table, key)]
+        }
+    }
+
+    // MARK: - Applying
+
+    /// Answers and applies a batch in order; with `scripted`, each write not replayed or skipped takes
+    /// the script's front entry when it is a verdict.
+    private static func apply(_ batch: OutgoingBatch, scripted: Bool, _ state: inout State) -> [WriteAnswer] {
+        var answers: [WriteAnswer] = []
+        var notApplied = Set<WriteID>()
+        var toApply: [OutgoingWrite] = []
+        let inBatch = Set(batch.writes.map(\.id))
+        for write in batch.writes {
+            if let earlier = state.byKey[write.idempotencyKey] ?? state.byIdentity[Identity(origin: write.origin, id: write.id)] {
+                answers.append(WriteAnswer(earlier.verdict, replayed: true))
+                continue
+            }
+            if write.dependsOn.contains(where: { inBatch.contains($0) && notApplied.contains($0) }) {
+                answers.append(WriteAnswer(.skipped))
+                notApplied.insert(write.id)
+                continue
+            }
+            var verdict = WriteVerdict.accepted
+            if scripted, let index = state.script.firstIndex(where: { $0 != .readFails }), case .verdict(let scriptedVerdict) = state.script[index] {
+                state.script.remove(at: index)
+                verdict = scriptedVerdict
+            }
+            if case .conflicted(_, let fields) = verdict {
+                state.siblings += 1
+                verdict = .conflicted(siblingId: "sibling-\(state.siblings)", fields: fields)
+            }
+            switch verdict {
+            case .accepted, .merged, .conflicted: toApply.append(write)
+            default: notApplied.insert(write.id)
+            }
+            answers.append(WriteAnswer(verdict))
+        }
+        if batch.isAtomic && !notApplied.isEmpty { return answers }
+        for (write, answer) in zip(batch.writes, answers) where !answer.replayed && toApply.contains(write) {
+            store(write, answer, &state)
+        }
+        return answers
+    }
+
+    private static func store(_ write: OutgoingWrite, _ answer: WriteAnswer, _ state: inout State) {
+        state.byKey[write.idempotencyKey] = answer
+        state.byIdentity[Identity(origin: write.origin, id: write.id)] = answer
+        state.applied.append(Applied(origin: write.origin, id: write.id, table: write.table, key: write.key))
+        if case .conflicted = answer.verdict { return }
+        let slot = rowKey(write.table, write.key)
+        switch write.operation {
+        case .delete:
+            state.rows[slot] = nil
+        case .insert:
+            state.rows[slot] = merged(write.key, write.body)
+        case .update, .upsert, .custom:
+            state.rows[slot] = merged(merged(state.rows[slot] ?? write.key, write.key), write.body)
+        }
+    }
+
+    private static func merged(_ base: JSONValue, _ fields: JSONValue) -> JSONValue {
+        guard case .object(var row) = base, case .object(let more) = fields else { return fields }
+        for (name, value) in more { row[name] = value }
+        return .object(row)
+    }
+
+    private static func rowKey(_ table: String, _ key: JSONValue) -> String { table + "\u{0}" + JSONText.render(key) }
+}

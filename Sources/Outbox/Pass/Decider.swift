@@ -1,0 +1,216 @@
+/// The replayer's decisions on one answer (R4.3–R4.5, R4.7): a pure function of the answer as received,
+/// the verdict table just before it, the settings in force and the time it came. The pass appends its
+/// events right after the `answerReceived` event, in the same transaction; `replay --check-decisions`
+/// runs it again over a log and compares (R8.4).
+enum Decider {
+    /// Everything a decision depends on besides the verdict table.
+    struct Input {
+        var passId: UInt64
+        /// The writes the request carried, in order.
+        var writes: [WriteID]
+        var answer: RequestAnswer
+        var maxRefusals: Int
+        /// When the answer was received.
+        var at: Timestamp
+    }
+
+    /// What the pass does next.
+    enum Next: Hashable {
+        /// Goes on with the next batch.
+        case goOn
+        /// Stops: a failure that may pass, a schema-cache refusal, or a broken contract.
+        case stop(PassFailure)
+        /// A multi-write batch was refused as a whole: resend it in halves, at once (R4.5).
+        case split
+    }
+
+    struct Decision {
+        var events: [Event] = []
+        var next: Next = .goOn
+        /// What the report shows for this answer.
+        var verdicts: [SyncReport.Verdict] = []
+    }
+
+    /// Spacing between two schema-cache refusals that both count (R4.3).
+    static let schemaRefusalSpacing = 30.0
+    /// The schema-cache refusal that refuses the write.
+    static let schemaRefusalLimit = 10
+    /// Passes in a row of failing alone that block a write (R4.4).
+    static let failingAloneStreak = 3
+
+    static func decide(_ input: Input, entry: (WriteID) throws -> WriteEntry?) throws -> Decision {
+        var decision = Decision()
+        var entries: [(WriteID, WriteEntry)] = []
+        for id in input.writes {
+            if let found = try entry(id) { entries.append((id, found)) }
+        }
+        // The planner sends an atomic group alone (R4.5), so the batch is one when its writes share one.
+        let group = entries.first?.1.atomicGroup
+        let isAtomic = input.writes.count > 1 && group != nil && entries.allSatisfy { $0.1.atomicGroup == group }
+        switch input.answer {
+        case .contractBroken:
+            decision.next = .stop(PassFailure(kind: .protocol))
+        case .failed(let failure):
+            decideRequestFailure(failure, input, entries, isAtomic: isAtomic, into: &decision)
+        case .answered(let answers):
+            guard answers.count == input.writes.count else {
+                decision.next = .stop(PassFailure(kind: .protocol))
+                return decision
+            }
+            let byId = Dictionary(zip(input.writes, answers), uniquingKeysWith: { first, _ in first })
+            let answered = entries.map { ($0.0, $0.1, byId[$0.0]!) }
+            if isAtomic {
+                decideGroup(answered, input, into: &decision)
+            } else {
+                for (id, entry, answer) in answered { decideOne(id, entry, answer, input, into: &decision) }
+            }
+        }
+        return decision
+    }
+
+    // MARK: - Request-level failures
+
+    private static func decideRequestFailure(
+        _ failure: RequestFailure, _ input: Input, _ entries: [(WriteID, WriteEntry)], isAtomic: Bool, into decision: inout Decision
+    ) {
+        guard failure.kind == .http else {
+            decision.next = .stop(PassFailure(kind: .network))
+            return
+        }
+        let retryAfter = RetryAfter.seconds(failure.retryAfter, now: input.at)
+        switch Classification.of(status: failure.status, code: failure.code) {
+        case .mayPass:
+            decision.next = .stop(PassFailure(kind: .http, status: failure.status, code: failure.code, retryAfter: retryAfter))
+        case .schemaCache:
+            for (id, entry) in entries {
+                countSchemaRefusal(id, entry, Refusal(status: failure.status, code: failure.code, message: failure.text), input, into: &decision)
+            }
+            decision.next = .stop(PassFailure(kind: .schemaCache, status: failure.status, code: failure.code, retryAfter: retryAfter))
+        case .refusal:
+            let refusal = Refusal(status: failure.status, code: failure.code, message: failure.text)
+            if isAtomic {
+                abortGroup(entries.map { ($0.0, $0.1, refusal) }, input, into: &decision)
+            } else if entries.count > 1 {
+                decision.next = .split
+            } else if let (id, entry) = entries.first {
+                refuse(id, entry, refusal, input, into: &decision)
+            }
+        }
+    }
+
+    // MARK: - Per-write answers
+
+    private static func decideOne(_ id: WriteID, _ entry: WriteEntry, _ answer: WriteAnswer, _ input: Input, into decision: inout Decision) {
+        switch answer.verdict {
+        case .accepted:
+            record(id, .accepted, refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
+        case .merged(let fields):
+            record(id, .merged(fields: fields), refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
+        case .conflicted(let sibling, let fields):
+            record(id, .conflicted(siblingId: sibling, fields: fields), refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
+        case .blocked(let reason, let refusal):
+            record(id, .blocked(reason, refusal: refusal), refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
+        case .refused(let refusal):
+            switch Classification.of(status: refusal.status, code: refusal.code) {
+            case .refusal:
+                refuse(id, entry, refusal, input, into: &decision)
+            case .schemaCache:
+                countSchemaRefusal(id, entry, refusal, input, into: &decision)
+                stopAfterBatch(PassFailure(kind: .schemaCache, status: refusal.status, code: refusal.code), into: &decision)
+            case .mayPass:
+                failAlone(id, entry, status: refusal.status, text: refusal.message, input, into: &decision)
+            }
+        case .failed(let status, let text):
+            failAlone(id, entry, status: status, text: text, input, into: &decision)
+        case .skipped:
+            decision.verdicts.append(SyncReport.Verdict(id: id, kind: .skipped, refusals: entry.refusals))
+        }
+    }
+
+    /// A per-write failure that may pass (R4.4): the write stays pending and the pass stops after the
+    /// batch. Only inside a batch the instance otherwise answered does it feed the write's streak.
+    private static func failAlone(_ id: WriteID, _ entry: WriteEntry, status: Int?, text: String?, _ input: Input, into decision: inout Decision) {
+        decision.verdicts.append(SyncReport.Verdict(id: id, kind: .failed, refusals: entry.refusals))
+        stopAfterBatch(PassFailure(kind: .http, status: status), into: &decision)
+        guard input.writes.count > 1 else { return }
+        let streak = status == 429 ? entry.environmentalStreak : entry.environmentalStreak + 1
+        decision.events.append(.writeFailed(WriteFailed(writeId: id, passId: input.passId, status: status, text: text, streak: streak)))
+        if streak >= failingAloneStreak {
+            record(id, .blocked(.failingAlone, refusal: nil), refusals: entry.refusals, replayed: false, input, into: &decision)
+        }
+    }
+
+    /// The first failure of the batch is the one the pass reports.
+    private static func stopAfterBatch(_ failure: PassFailure, into decision: inout Decision) {
+        if case .goOn = decision.next { decision.next = .stop(failure) }
+    }
+
+    private static func decideGroup(_ answered: [(WriteID, WriteEntry, WriteAnswer)], _ input: Input, into decision: inout Decision) {
+        let applied = answered.allSatisfy { _, _, answer in
+            switch answer.verdict {
+            case .accepted, .merged, .conflicted: return true
+            default: return false
+            }
+        }
+        if applied {
+            for (id, entry, answer) in answered { decideOne(id, entry, answer, input, into: &decision) }
+            return
+        }
+        let refusedOrBlocked = answered.contains { _, _, answer in
+            switch answer.verdict {
+            case .refused, .blocked: return true
+            default: return false
+            }
+        }
+        guard refusedOrBlocked else {
+            // Only failures that may pass, or skips: nothing applied, nothing charged.
+            for (id, entry, answer) in answered {
+                if case .failed(let status, _) = answer.verdict {
+                    decision.verdicts.append(SyncReport.Verdict(id: id, kind: .failed, refusals: entry.refusals))
+                    stopAfterBatch(PassFailure(kind: .http, status: status), into: &decision)
+                } else {
+                    decision.verdicts.append(SyncReport.Verdict(id: id, kind: .skipped, refusals: entry.refusals))
+                }
+            }
+            return
+        }
+        let aborted = Refusal(reason: "its atomic group was aborted")
+        abortGroup(
+            answered.map { id, entry, answer in
+                switch answer.verdict {
+                case .refused(let refusal): return (id, entry, refusal)
+                case .blocked(let reason, let refusal):
+                    return (id, entry, refusal ?? Refusal(reason: "blocked: \(reason.rawValue)"))
+                default: return (id, entry, aborted)
+                }
+            }, input, into: &decision)
+    }
+
+    /// Nothing of an atomic group was applied: every write of it is refused (R4.5).
+    private static func abortGroup(_ writes: [(WriteID, WriteEntry, Refusal)], _ input: Input, into decision: inout Decision) {
+        decision.events.append(.batchAborted(BatchAborted(passId: input.passId, writes: writes.map(\.0))))
+        for (id, entry, refusal) in writes { refuse(id, entry, refusal, input, into: &decision) }
+    }
+
+    // MARK: - Outcomes
+
+    private static func refuse(_ id: WriteID, _ entry: WriteEntry, _ refusal: Refusal, _ input: Input, into decision: inout Decision) {
+        let refusals = entry.refusals + 1
+        let state: WriteState = refusals >= input.maxRefusals ? .dead(refusal) : .refused(refusal)
+        record(id, state, refusals: refusals, replayed: false, input, into: &decision)
+    }
+
+    /// PGRST204/205 (R4.3): counted when at least 30 s after the last counted one; the tenth refuses.
+    private static func countSchemaRefusal(_ id: WriteID, _ entry: WriteEntry, _ refusal: Refusal, _ input: Input, into decision: inout Decision) {
+        if let last = entry.lastSchemaRefusalAt, input.at < last.adding(seconds: schemaRefusalSpacing) { return }
+        let count = entry.schemaRefusals + 1
+        decision.events.append(.schemaRefusalCounted(SchemaRefusalCounted(writeId: id, passId: input.passId, count: count)))
+        if count >= schemaRefusalLimit { refuse(id, entry, refusal, input, into: &decision) }
+    }
+
+    private static func record(_ id: WriteID, _ state: WriteState, refusals: Int, replayed: Bool, _ input: Input, into decision: inout Decision) {
+        decision.events.append(
+            .verdictRecorded(VerdictRecorded(writeId: id, passId: input.passId, state: state, refusals: refusals, replayed: replayed)))
+        decision.verdicts.append(SyncReport.Verdict(id: id, state: state, refusals: refusals, replayed: replayed))
+    }
+}

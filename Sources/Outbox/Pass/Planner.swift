@@ -1,0 +1,137 @@
+/// Which writes the next request of a pass carries (R4.1, R4.2, R4.5): read-only, over one snapshot.
+struct Planner {
+    let user: String
+    let table: String?
+    let batchSize: Int
+    /// Writes answered earlier in this pass: a refused write is resent on later passes, not this one.
+    let done: Set<WriteID>
+
+    struct Batch {
+        var writes: [WriteID] = []
+        var isAtomic = false
+    }
+
+    /// Whether a write in this state is sent by a pass: pending, or refused and not final (R3.1).
+    static func isSendable(_ state: WriteState) -> Bool {
+        switch state {
+        case .pending: return true
+        case .refused(let refusal): return !refusal.isFinal
+        default: return false
+        }
+    }
+
+    /// The next batch: consecutive sendable writes in id order, each after what it depends on (in the
+    /// batch or settled); an atomic group alone. Nil when nothing can be sent now.
+    func nextBatch(_ reader: StoreReader) throws -> Batch? {
+        var batch = Batch()
+        var inBatch = Set<WriteID>()
+        let horizon = try heldBehindHorizon(reader)
+        try forEachCandidate(reader) { id, entry in
+            if let horizon, id > horizon { return false }
+            guard try isReady(entry, besides: inBatch, reader) else { return true }
+            if let group = entry.atomicGroup {
+                if !batch.writes.isEmpty { return false }
+                if let members = try readyGroup(group, reader) {
+                    batch = Batch(writes: members, isAtomic: members.count > 1)
+                    return false
+                }
+                return true
+            }
+            batch.writes.append(id)
+            inBatch.insert(id)
+            return batch.writes.count < batchSize
+        }
+        return batch.writes.isEmpty ? nil : batch
+    }
+
+    /// Writes of the pass's scope still waiting on a dependency, and (with a table) the writes held
+    /// behind an earlier pending write of another table: the report's `heldCount` and
+    /// `heldBehindOtherTablesCount`.
+    func heldCounts(_ reader: StoreReader) throws -> (held: Int, behindOtherTables: Int) {
+        var held = 0
+        var behind = 0
+        let horizon = try heldBehindHorizon(reader)
+        try forEachCandidate(reader, skippingDone: false) { id, entry in
+            if let horizon, id > horizon {
+                behind += 1
+            } else if entry.state == .pending, try !isReady(entry, besides: [], reader) {
+                held += 1
+            }
+            return true
+        }
+        return (held, behind)
+    }
+
+    /// With a table: the id after which this table's writes are held, because an earlier write of the
+    /// user in another table is still pending (R4.1). Nil when nothing holds them.
+    private func heldBehindHorizon(_ reader: StoreReader) throws -> WriteID? {
+        guard let table else { return nil }
+        var horizon: WriteID?
+        try reader.scan(.pending, Key.userPrefix(user), nil) { key, _ in
+            let id = WriteID(Key.readBigEndian(key, at: key.count - 8))
+            guard let entry = try reader.entry(id), entry.table != table else { return true }
+            horizon = id
+            return false
+        }
+        return horizon
+    }
+
+    /// Every write of the user (and table) a pass may send, in id order: the pending list merged with
+    /// the refused writes of the rejected list.
+    private func forEachCandidate(
+        _ reader: StoreReader, skippingDone: Bool = true, _ body: (WriteID, WriteEntry) throws -> Bool
+    ) throws {
+        var refused: [WriteID] = []
+        try reader.scan(.rejected, Key.userPrefix(user), nil) { key, _ in
+            refused.append(WriteID(Key.readBigEndian(key, at: key.count - 8)))
+            return true
+        }
+        var next = refused.startIndex
+        var stopped = false
+        func visit(_ id: WriteID) throws -> Bool {
+            if skippingDone && done.contains(id) { return true }
+            guard let entry = try reader.entry(id), Self.isSendable(entry.state) else { return true }
+            if let table, entry.table != table { return true }
+            return try body(id, entry)
+        }
+        try reader.scan(.pending, Key.userPrefix(user), nil) { key, _ in
+            let id = WriteID(Key.readBigEndian(key, at: key.count - 8))
+            while next < refused.endIndex, refused[next] < id {
+                defer { next += 1 }
+                if try !visit(refused[next]) {
+                    stopped = true
+                    return false
+                }
+            }
+            if try !visit(id) {
+                stopped = true
+                return false
+            }
+            return true
+        }
+        while !stopped, next < refused.endIndex {
+            if try !visit(refused[next]) { return }
+            next += 1
+        }
+    }
+
+    /// Every dependency is settled, or in `batch` (sent before it in the same request, R4.5).
+    private func isReady(_ entry: WriteEntry, besides batch: Set<WriteID>, _ reader: StoreReader) throws -> Bool {
+        try entry.dependencies.allSatisfy { id in try batch.contains(id) || reader.isSettled(id) }
+    }
+
+    /// The sendable writes of an atomic group, if each waits only on settled writes or on one another.
+    private func readyGroup(_ group: WriteQueued.AtomicGroup, _ reader: StoreReader) throws -> [WriteID]? {
+        var members: [WriteID] = []
+        for offset in 0..<UInt64(group.count) {
+            let id = WriteID(group.first.rawValue + offset)
+            guard !done.contains(id), let entry = try reader.entry(id), Self.isSendable(entry.state) else { continue }
+            members.append(id)
+        }
+        let memberSet = Set(members)
+        for id in members {
+            guard let entry = try reader.entry(id), try isReady(entry, besides: memberSet, reader) else { return nil }
+        }
+        return members
+    }
+}

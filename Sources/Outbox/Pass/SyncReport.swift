@@ -1,0 +1,89 @@
+/// What one `sync` did (R4.8). The counts are this call's own.
+public struct SyncReport: Hashable, Sendable {
+    /// One answer the call got for one write, or one decision it made on one.
+    public struct Verdict: Hashable, Sendable {
+        /// accepted, merged, conflicted, refused, dead, blocked, failed, skipped, or unmade (refused by
+        /// the library, R4.3).
+        public enum Kind: String, Hashable, Sendable {
+            case accepted, merged, conflicted, refused, dead, blocked, failed, skipped
+        }
+        public var id: WriteID
+        public var kind: Kind
+        /// The write's refusal count after this answer.
+        public var refusals: Int
+        public var replayed: Bool
+        /// The reason, when `kind` is blocked.
+        public var blockedReason: BlockedReason?
+
+        public init(id: WriteID, kind: Kind, refusals: Int, replayed: Bool = false, blockedReason: BlockedReason? = nil) {
+            self.id = id
+            self.kind = kind
+            self.refusals = refusals
+            self.replayed = replayed
+            self.blockedReason = blockedReason
+        }
+    }
+
+    /// A write refused or dead during this call, with its refusal count.
+    public struct Rejected: Hashable, Sendable {
+        public var id: WriteID
+        public var refusals: Int
+        public var isDead: Bool
+    }
+
+    /// Answered this call: accepted, merged or conflicted.
+    public var syncedCount = 0
+    /// Of those, answers the instance replayed: the write was already on the server (R3.2).
+    public var alreadyOnServerCount = 0
+    /// Refused or dead during this call.
+    public var rejected: [Rejected] = []
+    public var rejectedCount: Int { rejected.count }
+    /// Blocked during this call.
+    public var blockedCount = 0
+    /// Writes in this call's scope still waiting on a dependency when it returned (R4.2).
+    public var heldCount = 0
+    /// With a table: that table's writes held behind an earlier pending write of another table (R4.1).
+    public var heldBehindOtherTablesCount = 0
+    /// The user's writes still pending when the call returned, whatever the table.
+    public var remainingCount = 0
+    /// One entry per answer received or decision made, in order.
+    public var verdicts: [Verdict] = []
+    /// The failure that stopped the pass, if one did: kind, HTTP status and code, never a message.
+    public var stoppedBy: PassFailure?
+    /// How long the instance asked to wait, in seconds (capped at one hour), if it did.
+    public var retryAfter: Double?
+
+    public init() {}
+
+    mutating func add(_ verdict: Verdict) {
+        verdicts.append(verdict)
+        switch verdict.kind {
+        case .accepted, .merged, .conflicted:
+            syncedCount += 1
+            if verdict.replayed { alreadyOnServerCount += 1 }
+        case .refused, .dead: rejected.append(Rejected(id: verdict.id, refusals: verdict.refusals, isDead: verdict.kind == .dead))
+        case .blocked: blockedCount += 1
+        case .failed, .skipped: break
+        }
+    }
+}
+
+extension SyncReport.Verdict {
+    /// The report's line for a recorded state.
+    init(id: WriteID, state: WriteState, refusals: Int, replayed: Bool) {
+        let kind: Kind
+        var reason: BlockedReason?
+        switch state {
+        case .pending: kind = .skipped
+        case .accepted: kind = .accepted
+        case .merged: kind = .merged
+        case .conflicted: kind = .conflicted
+        case .refused: kind = .refused
+        case .dead: kind = .dead
+        case .blocked(let why, _):
+            kind = .blocked
+            reason = why
+        }
+        self.init(id: id, kind: kind, refusals: refusals, replayed: replayed, blockedReason: reason)
+    }
+}
