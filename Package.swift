@@ -26,14 +26,16 @@ let package = Package(
         .target(name: "OutboxLMDB", dependencies: ["COutboxLMDB"]),
         // The engine apps import: events, codec, log, projections, queue API.
         .target(name: "Outbox", dependencies: ["OutboxLMDB"]),
+        // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance.
+        .target(name: "OutboxScenario", dependencies: ["Outbox"]),
         // The `outbox` command-line tool.
-        .executableTarget(name: "OutboxCLI", dependencies: ["Outbox"]),
+        .executableTarget(name: "OutboxCLI", dependencies: ["Outbox", "OutboxScenario"]),
         // Benchmarks: each figure beside a raw LMDB baseline measured in the same run.
         .executableTarget(
             name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB"], path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"]),
-        .testTarget(name: "OutboxCLITests", dependencies: ["Outbox"]),
+        .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxScenario"]),
     ],
     swiftLanguageModes: [.v6]
 )

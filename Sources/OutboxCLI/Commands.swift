@@ -25,6 +25,10 @@ enum Commands {
                                                        the events; --json: one JSON object per line
           verify  <log>                                 "ok" (exit 0), or the first problem (exit 1)
           replay  <log> [--until SEQ] [--json]          the queue and verdict table as they stood after SEQ
+          replay  <log> --check-decisions               re-runs the replayer's decisions over the recorded answers
+          scenario <file> [--json]                      runs a scenario (SCENARIOS.md) against the simulated instance
+          demo                                          queues writes, syncs them against the simulated instance,
+                                                       shows the reports, the status and one write's history
 
         <log> is the log's folder, or its data.mdb file. 'outbox <command> --help' says more.
         Exit status: 0 success, 1 the thing checked is not so, 2 bad usage or an unreadable log.
@@ -66,9 +70,30 @@ enum Commands {
             """,
         "replay": """
             usage: outbox replay <log> [--until SEQ] [--json]
+                   outbox replay <log> --check-decisions
 
             Folds the log up to SEQ (the last event by default) and prints the queue (pending writes in id
             order) and the verdict table (every write's state) as they stood just after it.
+
+            With --check-decisions, re-runs the replayer's decisions over every answer recorded in the log
+            (with the verdict table, settings and clock reading of that moment) and compares them with the
+            events the log holds: prints "same decisions" (exit 0), or the first event where this version
+            would decide differently (exit 1).
+            """,
+        "scenario": """
+            usage: outbox scenario <file> [--json]
+
+            Runs a scenario file (../shared/SCENARIOS.md, examples in Specs/scenarios/) on a fresh log in a
+            temporary folder against the built-in simulated instance, on a simulated clock. Prints a readable
+            transcript, or with --json one JSON document. Exit 0 when every expectation held, 1 when one did
+            not (each failure printed), 2 when the file is not a valid scenario (naming the step and field).
+            """,
+        "demo": """
+            usage: outbox demo [--keep DIR]
+
+            Queues a realistic set of writes for two tables, syncs them against the simulated instance (with
+            a server error, a refusal and a retry), and prints the reports, the status and the history of the
+            refused write. With --keep, the log is made in DIR and kept, for the other commands to read.
             """,
     ]
 
@@ -97,6 +122,8 @@ enum Commands {
             case "history": return try history(rest)
             case "log": return try log(rest)
             case "verify": return try verify(rest)
+            case "scenario": return try await scenario(rest)
+            case "demo": return try await demo(rest)
             default: return try replay(rest)
             }
         } catch let error as UsageError {

@@ -2,7 +2,7 @@ internal import Foundation
 
 /// The subject (`sub` claim) of a JWT, read from its payload without checking the signature: the
 /// instance checks that (R7.3). Nil when the token is not a JWT with a string subject.
-enum AccessToken {
+package enum AccessToken {
     static func subject(of token: String) -> String? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { return nil }
@@ -12,5 +12,17 @@ enum AccessToken {
             case .object(let claims)? = try? JSONText.parse(text), case .string(let subject)? = claims["sub"]
         else { return nil }
         return subject
+    }
+}
+
+extension AccessToken {
+    /// A JWT-shaped token naming `subject`, unsigned: what the scenario runner, the demo and tests sign
+    /// in with (the simulated instance checks no signature).
+    package static func unsigned(subject: String) -> String {
+        func base64URL(_ text: String) -> String {
+            Data(text.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        }
+        return base64URL("{\"alg\":\"none\"}") + "." + base64URL("{\"sub\":" + JSONText.quote(subject) + "}") + ".unsigned"
     }
 }

@@ -199,3 +199,11 @@ public final class OutboxClient: Sendable {
         return events
     }
 }
+
+extension OutboxClient {
+    /// Every write the queue holds, every user's, in id order (the tools and the scenario runner).
+    package func everyWrite() throws -> [QueuedWrite] {
+        try checkOpen()
+        return try log.read { try QueuedWrite.all(user: nil, reader: $0) }
+    }
+}

@@ -1,0 +1,294 @@
+public import Foundation
+public import Outbox
+internal import Synchronization
+
+/// Runs a scenario on a fresh log in a temporary folder against the simulated instance, on a simulated
+/// clock from 2026-01-01T00:00:00Z (SCENARIOS.md), and returns its output document.
+public struct ScenarioRunner {
+    public init() {}
+
+    /// The output document (`name`, `steps`, `final`, `failures`). Throws `ScenarioError` for a scenario
+    /// that names a ref no step made.
+    public func run(_ scenario: Scenario) async throws -> JSONValue {
+        let folder = NSTemporaryDirectory() + "outbox-scenario-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        var run = try Run(scenario: scenario, folder: folder)
+        return try await run.all()
+    }
+}
+
+/// The client the crash handler drops: the instance calls it from inside a send.
+private final class ClientSlot: Sendable {
+    let client = Mutex<OutboxClient?>(nil)
+    let crashed = Mutex(false)
+
+    func crash() {
+        crashed.withLock { $0 = true }
+        client.withLock { $0 }?.close()
+    }
+}
+
+private struct Run {
+    let scenario: Scenario
+    let folder: String
+    let clock = ManualClock()
+    let random = SeededRandomSource(seed: 20_260_101)
+    let instance = SimulatedInstance()
+    let slot = ClientSlot()
+    var client: OutboxClient
+    var refs: [String: WriteID] = [:]
+    var names: [WriteID: String] = [:]
+    var session: (user: String, token: String)?
+    var failures: [JSONValue] = []
+
+    init(scenario: Scenario, folder: String) throws {
+        self.scenario = scenario
+        self.folder = folder
+        client = try Self.open(folder, scenario, clock, random, instance)
+        slot.client.withLock { [client] in $0 = client }
+        instance.onCrash { [slot] in slot.crash() }
+    }
+
+    private static func open(
+        _ folder: String, _ scenario: Scenario, _ clock: ManualClock, _ random: SeededRandomSource, _ instance: SimulatedInstance
+    ) throws -> OutboxClient {
+        var configuration = OutboxConfiguration(autoSync: scenario.autoSync, maxRefusals: scenario.maxRefusals, batchSize: scenario.batchSize)
+        configuration.clock = clock
+        configuration.random = random
+        configuration.crashPlan = nil
+        return try OutboxClient.open(path: folder, transport: instance, configuration: configuration)
+    }
+
+    mutating func all() async throws -> JSONValue {
+        var steps: [JSONValue] = []
+        for (index, step) in scenario.steps.enumerated() {
+            var output: [String: JSONValue] = ["index": .int(Int64(index)), "action": .string(step.action.name)]
+            try await perform(step.action, index: index, into: &output)
+            await client.idle()
+            let automatic = client.takeAutomaticReports().map(render)
+            if !automatic.isEmpty || step.action.name == "sync" || step.action.name == "advance" {
+                output["autoPasses"] = .array(automatic)
+            }
+            if slot.crashed.withLock({ $0 }) {
+                output["crashed"] = true
+                try await reopen()
+            }
+            if let expect = step.expect {
+                var observed = output
+                if case .object(let report)? = output["report"] { observed.merge(report) { mine, _ in mine } }
+                for problem in Expectation.mismatches(expected: expect, observed: .object(observed), path: "") {
+                    failures.append(.string("step \(index) (\(step.action.name)): \(problem)"))
+                }
+            }
+            steps.append(.object(output))
+        }
+        let final = try await finalDocument()
+        if let expect = scenario.expectFinal {
+            for problem in Expectation.mismatches(expected: expect, observed: final, path: "final") {
+                failures.append(.string(problem))
+            }
+        }
+        client.close()
+        return .object(["name": .string(scenario.name), "steps": .array(steps), "final": final, "failures": .array(failures)])
+    }
+
+    // MARK: - Steps
+
+    private mutating func perform(_ action: Scenario.Action, index: Int, into output: inout [String: JSONValue]) async throws {
+        func result(_ body: () async throws -> JSONValue) async {
+            do {
+                output["result"] = try await body()
+            } catch let error as OutboxError {
+                output["result"] = .string(error.code.description)
+            } catch {
+                output["result"] = .string("\(error)")
+            }
+        }
+        switch action {
+        case .signIn(let user, let subject):
+            let token = AccessToken.unsigned(subject: subject)
+            session = (user, token)
+            await result { try await client.settleSession(user: user, accessToken: token); return .bool(true) }
+            output["result"] = output["result"] == .bool(true) ? nil : output["result"]
+        case .signOut:
+            session = nil
+            try await client.settleSession(user: nil, accessToken: nil)
+        case .enqueue(let spec):
+            let write = try makeWrite(spec, step: index)
+            await result {
+                let id = try await client.enqueue(write)
+                name(id, spec.ref)
+                output["id"] = .int(Int64(id.rawValue))
+                return .bool(true)
+            }
+            if output["result"] == .bool(true) { output["result"] = nil }
+        case .enqueueGroup(let specs):
+            let writes = try specs.map { try makeWrite($0, step: index) }
+            await result {
+                let ids = try await client.enqueue(contentsOf: writes, atomic: true)
+                for (id, spec) in zip(ids, specs) { name(id, spec.ref) }
+                output["ids"] = .array(ids.map { .int(Int64($0.rawValue)) })
+                return .bool(true)
+            }
+            if output["result"] == .bool(true) { output["result"] = nil }
+        case .respond(let answers):
+            instance.script(answers)
+        case .sync(let table):
+            do {
+                output["report"] = render(try await client.sync(table: table))
+            } catch let error as OutboxError {
+                output["result"] = .string(error.code.description)
+            }
+        case .advance(let seconds):
+            let target = clock.now().adding(seconds: seconds)
+            while let due = clock.nextDue, due <= target {
+                clock.set(due)
+                await client.idle()
+                if slot.crashed.withLock({ $0 }) { try await reopen() }
+            }
+            clock.set(target)
+        case .network(let word):
+            switch word {
+            case "disabled": await client.disableNetwork()
+            case "enabled": await client.enableNetwork()
+            case "offline": client.connectivityChanged(online: false)
+            default: client.connectivityChanged(online: true)
+            }
+        case .release(let ref):
+            let id = try lookUp(ref, step: index)
+            await result { .bool(try await client.queue.release(id)) }
+        case .releaseReason(let reason):
+            await result { .int(Int64(try await client.queue.release(reason: reason))) }
+        case .discard(let ref, let withDependents):
+            let id = try lookUp(ref, step: index)
+            await result { .bool(try await client.queue.discard(id, withDependents: withDependents)) }
+        case .withdraw(let ref):
+            let id = try lookUp(ref, step: index)
+            await result {
+                switch try await client.queue.withdraw(id) {
+                case .withdrawn(let row):
+                    output["row"] = row
+                    return .bool(true)
+                case .notWithdrawn:
+                    return .bool(false)
+                }
+            }
+        case .takeAnswered:
+            await result { .array(try await client.queue.takeAnswered().map { .string(ref(of: $0.id)) }) }
+        case .forgetAnswered:
+            await result { .int(Int64(try await client.queue.forgetAnswered())) }
+        case .crash:
+            try await reopen()
+        }
+    }
+
+    /// Drops the client without closing its log, as a killed process would, and opens a new one on the
+    /// same log, signed in as before.
+    private mutating func reopen() async throws {
+        await client.idle()
+        client.close()
+        slot.client.withLock { $0 = nil }
+        slot.crashed.withLock { $0 = false }
+        client = try Self.open(folder, scenario, clock, random, instance)
+        slot.client.withLock { [client] in $0 = client }
+        if let session { try await client.settleSession(user: session.user, accessToken: session.token) }
+        await client.idle()
+    }
+
+    private mutating func name(_ id: WriteID, _ ref: String?) {
+        let name = ref ?? "#\(id.rawValue)"
+        refs[name] = id
+        names[id] = name
+    }
+
+    private func ref(of id: WriteID) -> String { names[id] ?? "#\(id.rawValue)" }
+
+    private func lookUp(_ ref: String, step: Int) throws -> WriteID {
+        guard let id = refs[ref] else { throw ScenarioError(step: step, field: "ref", problem: "no earlier step enqueued a write \"\(ref)\"") }
+        return id
+    }
+
+    private func makeWrite(_ spec: Scenario.WriteSpec, step: Int) throws -> Write {
+        Write(
+            table: spec.table, operation: Operation(word: spec.op), key: spec.key, body: spec.body, baseVersion: spec.baseVersion,
+            dependsOn: try spec.dependsOn.map { try lookUp($0, step: step) })
+    }
+
+    // MARK: - Output
+
+    private func render(_ report: SyncReport) -> JSONValue {
+        .object([
+            "syncedCount": .int(Int64(report.syncedCount)), "alreadyOnServerCount": .int(Int64(report.alreadyOnServerCount)),
+            "rejectedCount": .int(Int64(report.rejectedCount)), "blockedCount": .int(Int64(report.blockedCount)),
+            "heldCount": .int(Int64(report.heldCount)), "heldBehindOtherTablesCount": .int(Int64(report.heldBehindOtherTablesCount)),
+            "remainingCount": .int(Int64(report.remainingCount)),
+            "rejected": .array(report.rejected.map { .string(ref(of: $0.id)) }),
+            "stoppedBy": report.stoppedBy.map(render) ?? .null,
+            "retryAfter": report.retryAfter.map { .double($0) } ?? .null,
+            "verdicts": .array(
+                report.verdicts.map { verdict in
+                    var fields: [String: JSONValue] = [
+                        "ref": .string(ref(of: verdict.id)), "verdict": .string(verdict.kind.rawValue),
+                        "refusals": .int(Int64(verdict.refusals)), "replayed": .bool(verdict.replayed),
+                    ]
+                    if let reason = verdict.blockedReason { fields["reason"] = .string(reason.rawValue) }
+                    return .object(fields)
+                }),
+        ])
+    }
+
+    private func render(_ failure: PassFailure) -> JSONValue {
+        .object([
+            "kind": .string(failure.kind.rawValue), "status": failure.status.map { .int(Int64($0)) } ?? .null,
+            "code": failure.code.map { .string($0) } ?? .null,
+        ])
+    }
+
+    private func finalDocument() async throws -> JSONValue {
+        let writes = client.currentUser != nil ? try await client.queue.all() : try client.everyWrite()
+        let queue: [JSONValue] = writes.map { write in
+            var fields: [String: JSONValue] = [
+                "ref": .string(ref(of: write.id)), "id": .int(Int64(write.id.rawValue)), "state": .string(write.state.name),
+                "refusals": .int(Int64(write.refusals)), "waiting": .bool(write.waiting),
+            ]
+            if case .blocked(let reason, _) = write.state { fields["reason"] = .string(reason.rawValue) }
+            return .object(fields)
+        }
+        let status = client.syncStatus.value
+        var statusFields: [String: JSONValue] = [
+            "network": .string(status.network.rawValue), "pendingCount": .int(Int64(status.pendingCount)),
+            "rejectedCount": .int(Int64(status.rejectedCount)), "blockedCount": .int(Int64(status.blockedCount)),
+            "isSyncing": .bool(status.isSyncing), "lastSyncError": status.lastSyncError.map(render) ?? .null,
+        ]
+        if let at = status.lastSyncedAt { statusFields["lastSyncedAt"] = .string(at.description) }
+        let verify = try await client.verify()
+        return .object([
+            "queue": .array(queue), "status": .object(statusFields),
+            "instance": .object(["applied": .array(instance.applied.map { .string(ref(of: $0.id)) })]),
+            "verify": .string(verify.problem ?? "ok"),
+        ])
+    }
+}
+
+/// `expect` against what a step showed: a field present must equal; objects compare by the fields
+/// expected, arrays in order and length, numbers by value.
+enum Expectation {
+    static func mismatches(expected: JSONValue, observed: JSONValue?, path: String) -> [String] {
+        let here = path.isEmpty ? "(step)" : path
+        switch (expected, observed) {
+        case (.object(let want), .object(let have)?):
+            return want.keys.sorted().flatMap { key in
+                mismatches(expected: want[key]!, observed: have[key], path: path.isEmpty ? key : "\(path).\(key)")
+            }
+        case (.array(let want), .array(let have)?):
+            guard want.count == have.count else {
+                return ["\(here) is \(JSONText.render(.array(have))), expected \(JSONText.render(.array(want)))"]
+            }
+            return zip(want, have).enumerated().flatMap { mismatches(expected: $1.0, observed: $1.1, path: "\(here)[\($0)]") }
+        default:
+            if let observed, let a = expected.number, let b = observed.number, a == b { return [] }
+            if expected == observed || (expected == .null && observed == nil) { return [] }
+            return ["\(here) is \(observed.map(JSONText.render) ?? "absent"), expected \(JSONText.render(expected))"]
+        }
+    }
+}

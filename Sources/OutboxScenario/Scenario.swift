@@ -1,0 +1,290 @@
+public import Outbox
+
+/// A scenario file (SCENARIOS.md): a name, the client's settings, and steps with expectations.
+public struct Scenario: Sendable {
+    public var name: String
+    public var autoSync = false
+    public var batchSize = 1
+    public var maxRefusals = 5
+    public var steps: [Step]
+    /// A subset of the `final` document that must hold.
+    public var expectFinal: JSONValue?
+
+    public struct Step: Sendable {
+        public var action: Action
+        /// A subset of the step's output that must hold.
+        public var expect: JSONValue?
+    }
+
+    /// One write of an `enqueue` step.
+    public struct WriteSpec: Sendable {
+        public var ref: String?
+        public var table: String
+        public var op: String
+        public var key: JSONValue
+        public var body: JSONValue
+        public var dependsOn: [String]
+        public var baseVersion: Int64?
+    }
+
+    public enum Action: Sendable {
+        case signIn(user: String, tokenSubject: String)
+        case signOut
+        case enqueue(WriteSpec)
+        case enqueueGroup([WriteSpec])
+        case respond([SimulatedInstance.Scripted])
+        case sync(table: String?)
+        case advance(seconds: Double)
+        case network(String)
+        case release(ref: String)
+        case releaseReason(BlockedReason)
+        case discard(ref: String, withDependents: Bool)
+        case withdraw(ref: String)
+        case takeAnswered
+        case forgetAnswered
+        case crash
+
+        /// The action's key, as the output names it.
+        public var name: String {
+            switch self {
+            case .signIn: return "signIn"
+            case .signOut: return "signOut"
+            case .enqueue: return "enqueue"
+            case .enqueueGroup: return "enqueueGroup"
+            case .respond: return "respond"
+            case .sync: return "sync"
+            case .advance: return "advance"
+            case .network: return "network"
+            case .release, .releaseReason: return "release"
+            case .discard: return "discard"
+            case .withdraw: return "withdraw"
+            case .takeAnswered: return "takeAnswered"
+            case .forgetAnswered: return "forgetAnswered"
+            case .crash: return "crash"
+            }
+        }
+    }
+}
+
+/// Why a file is not a valid scenario: the step and the field at fault.
+public struct ScenarioError: Error, CustomStringConvertible, Sendable {
+    public var step: Int?
+    public var field: String
+    public var problem: String
+
+    public var description: String {
+        (step.map { "step \($0), " } ?? "") + "field \"\(field)\": \(problem)"
+    }
+}
+
+extension Scenario {
+    /// Parses a scenario document; a file that is not one throws `ScenarioError` naming step and field.
+    public static func parse(_ text: String) throws -> Scenario {
+        let document: JSONValue
+        do {
+            document = try JSONText.parse(text)
+        } catch {
+            throw ScenarioError(step: nil, field: "(document)", problem: "not JSON: \(error)")
+        }
+        guard case .object(let top) = document else { throw ScenarioError(step: nil, field: "(document)", problem: "not a JSON object") }
+        for key in top.keys where !["name", "config", "steps", "expectFinal"].contains(key) {
+            throw ScenarioError(step: nil, field: key, problem: "not a field of a scenario")
+        }
+        guard case .string(let name)? = top["name"] else { throw ScenarioError(step: nil, field: "name", problem: "a string is required") }
+        guard case .array(let steps)? = top["steps"] else { throw ScenarioError(step: nil, field: "steps", problem: "an array is required") }
+        var scenario = Scenario(name: name, steps: [], expectFinal: top["expectFinal"])
+        if let config = top["config"] {
+            guard case .object(let fields) = config else { throw ScenarioError(step: nil, field: "config", problem: "an object is required") }
+            for (key, value) in fields {
+                switch (key, value) {
+                case ("autoSync", .bool(let on)): scenario.autoSync = on
+                case ("batchSize", .int(let n)) where n >= 1 && n <= 10_000: scenario.batchSize = Int(n)
+                case ("maxRefusals", .int(let n)) where n >= 1 && n <= 1000: scenario.maxRefusals = Int(n)
+                default: throw ScenarioError(step: nil, field: "config.\(key)", problem: "not a known setting with a valid value")
+                }
+            }
+        }
+        for (index, step) in steps.enumerated() {
+            scenario.steps.append(try parseStep(step, index: index))
+        }
+        return scenario
+    }
+
+    private static func parseStep(_ value: JSONValue, index: Int) throws -> Step {
+        func fail(_ field: String, _ problem: String) -> ScenarioError { ScenarioError(step: index, field: field, problem: problem) }
+        guard case .object(let fields) = value else { throw fail("(step)", "a step is an object") }
+        let extras: Set<String> = ["expect", "tokenSubject", "withDependents"]
+        let actions = fields.keys.filter { !extras.contains($0) }.sorted()
+        guard actions.count == 1, let key = actions.first else {
+            throw fail(actions.first ?? "(step)", actions.isEmpty ? "the step has no action" : "a step has exactly one action, not \(actions)")
+        }
+        let argument = fields[key]!
+        func ref(_ value: JSONValue) throws -> String {
+            guard case .string(let ref) = value, !ref.isEmpty else { throw fail(key, "a write's ref (a string) is required") }
+            return ref
+        }
+        let action: Action
+        switch key {
+        case "signIn":
+            guard case .string(let user) = argument, !user.isEmpty else { throw fail(key, "a user name is required") }
+            var subject = user
+            if let given = fields["tokenSubject"] {
+                guard case .string(let s) = given else { throw fail("tokenSubject", "a string is required") }
+                subject = s
+            }
+            action = .signIn(user: user, tokenSubject: subject)
+        case "signOut": action = .signOut
+        case "enqueue": action = .enqueue(try parseWrite(argument, field: key, step: index))
+        case "enqueueGroup":
+            guard case .array(let writes) = argument, !writes.isEmpty else { throw fail(key, "a non-empty array of writes is required") }
+            action = .enqueueGroup(try writes.enumerated().map { try parseWrite($1, field: "\(key)[\($0)]", step: index) })
+        case "respond":
+            guard case .array(let answers) = argument else { throw fail(key, "an array of answers is required") }
+            action = .respond(try answers.enumerated().map { try parseAnswer($1, field: "respond[\($0)]", step: index) })
+        case "sync":
+            guard case .object(let options) = argument else { throw fail(key, "an object is required") }
+            var table: String?
+            for (name, value) in options {
+                guard name == "table", case .string(let t) = value else { throw fail("sync.\(name)", "only a table name (a string) is allowed") }
+                table = t
+            }
+            action = .sync(table: table)
+        case "advance":
+            guard let seconds = argument.number, seconds >= 0, seconds <= 86_400 * 365 else {
+                throw fail(key, "a number of seconds, 0 or more, is required")
+            }
+            action = .advance(seconds: seconds)
+        case "network":
+            guard case .string(let word) = argument, ["disabled", "enabled", "offline", "online"].contains(word) else {
+                throw fail(key, "one of disabled, enabled, offline, online is required")
+            }
+            action = .network(word)
+        case "release":
+            if case .object(let options) = argument {
+                guard options.count == 1, case .string(let word)? = options["reason"], let reason = BlockedReason(rawValue: word) else {
+                    throw fail("release.reason", "a blocked reason is required")
+                }
+                action = .releaseReason(reason)
+            } else {
+                action = .release(ref: try ref(argument))
+            }
+        case "discard":
+            var withDependents = false
+            if let flag = fields["withDependents"] {
+                guard case .bool(let on) = flag else { throw fail("withDependents", "true or false is required") }
+                withDependents = on
+            }
+            action = .discard(ref: try ref(argument), withDependents: withDependents)
+        case "withdraw": action = .withdraw(ref: try ref(argument))
+        case "takeAnswered": action = .takeAnswered
+        case "forgetAnswered": action = .forgetAnswered
+        case "crash": action = .crash
+        default: throw fail(key, "not a known action")
+        }
+        if fields["tokenSubject"] != nil, key != "signIn" { throw fail("tokenSubject", "only a signIn step takes it") }
+        if fields["withDependents"] != nil, key != "discard" { throw fail("withDependents", "only a discard step takes it") }
+        return Step(action: action, expect: fields["expect"])
+    }
+
+    private static func parseWrite(_ value: JSONValue, field: String, step: Int) throws -> WriteSpec {
+        func fail(_ name: String, _ problem: String) -> ScenarioError { ScenarioError(step: step, field: "\(field).\(name)", problem: problem) }
+        guard case .object(let fields) = value else { throw ScenarioError(step: step, field: field, problem: "a write is an object") }
+        for name in fields.keys where !["ref", "table", "op", "key", "body", "dependsOn", "baseVersion"].contains(name) {
+            throw fail(name, "not a field of a write")
+        }
+        var ref: String?
+        if let given = fields["ref"] {
+            guard case .string(let r) = given, !r.isEmpty else { throw fail("ref", "a non-empty string is required") }
+            ref = r
+        }
+        guard case .string(let table)? = fields["table"] else { throw fail("table", "a string is required") }
+        guard case .string(let op)? = fields["op"], !op.isEmpty else { throw fail("op", "a string is required") }
+        guard let key = fields["key"] else { throw fail("key", "a JSON object is required") }
+        var dependsOn: [String] = []
+        if let given = fields["dependsOn"] {
+            guard case .array(let refs) = given else { throw fail("dependsOn", "an array of refs is required") }
+            dependsOn = try refs.map {
+                guard case .string(let r) = $0 else { throw fail("dependsOn", "an array of refs is required") }
+                return r
+            }
+        }
+        var baseVersion: Int64?
+        if let given = fields["baseVersion"] {
+            guard case .int(let v) = given else { throw fail("baseVersion", "an integer is required") }
+            baseVersion = v
+        }
+        return WriteSpec(ref: ref, table: table, op: op, key: key, body: fields["body"] ?? [:], dependsOn: dependsOn, baseVersion: baseVersion)
+    }
+
+    private static func parseAnswer(_ value: JSONValue, field: String, step: Int) throws -> SimulatedInstance.Scripted {
+        func fail(_ problem: String) -> ScenarioError { ScenarioError(step: step, field: field, problem: problem) }
+        guard case .object(let fields) = value else { throw fail("an answer is an object") }
+        func string(_ name: String) throws -> String? {
+            guard let v = fields[name] else { return nil }
+            guard case .string(let s) = v else { throw fail("\(name) must be a string") }
+            return s
+        }
+        func status() throws -> Int? {
+            guard let v = fields["status"] else { return nil }
+            guard case .int(let n) = v, (100...599).contains(n) else { throw fail("status must be an HTTP status") }
+            return Int(n)
+        }
+        func names(_ name: String) throws -> [String] {
+            guard let v = fields[name] else { return [] }
+            guard case .array(let items) = v else { throw fail("\(name) must be an array of strings") }
+            return try items.map {
+                guard case .string(let s) = $0 else { throw fail("\(name) must be an array of strings") }
+                return s
+            }
+        }
+        if let verdict = fields["verdict"] {
+            guard case .string(let word) = verdict else { throw fail("verdict must be a string") }
+            switch word {
+            case "accepted": return .verdict(.accepted)
+            case "merged": return .verdict(.merged(fields: try names("fields")))
+            case "conflicted": return .verdict(.conflicted(siblingId: "", fields: try names("fields")))
+            case "refused":
+                return .verdict(
+                    .refused(
+                        Refusal(
+                            status: try status() ?? 400, code: try string("code"), reason: try string("reason"), message: try string("message"),
+                            fields: try names("fields"))))
+            case "failed": return .verdict(.failed(status: try status() ?? 503, text: try string("message")))
+            case "blocked":
+                guard let word = try string("reason"), let reason = BlockedReason(rawValue: word),
+                    reason != .failingAlone, reason != .identityChanged
+                else { throw fail("reason must be keySpent, ancestorUnavailable, conflictUnresolved, instanceChanged or credentialRefused") }
+                return .verdict(.blocked(reason, refusal: nil))
+            default: throw fail("unknown verdict \"\(word)\"")
+            }
+        }
+        if let status = try status() {
+            var retryAfter: String?
+            switch fields["retryAfter"] {
+            case nil: break
+            case .int(let n)?: retryAfter = String(n)
+            case .double(let d)?: retryAfter = String(Int(d.rounded(.up)))
+            case .string(let s)?: retryAfter = s
+            default: throw fail("retryAfter must be seconds or a string")
+            }
+            return .status(status, code: try string("code"), retryAfter: retryAfter)
+        }
+        if fields["network"] == .string("down") { return .networkDown }
+        if fields["lostResponse"] == .bool(true) { return .lostResponse }
+        if fields["malformed"] == .bool(true) { return .malformed }
+        if fields["crashAfterApply"] == .bool(true) { return .crashAfterApply }
+        if fields["read"] == .string("fails") { return .readFails }
+        throw fail("not a known answer")
+    }
+}
+
+extension JSONValue {
+    /// The value as a number, if it is one.
+    var number: Double? {
+        switch self {
+        case .int(let n): return Double(n)
+        case .double(let d): return d
+        default: return nil
+        }
+    }
+}
