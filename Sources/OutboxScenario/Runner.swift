@@ -35,17 +35,21 @@ private struct Run {
     let random = SeededRandomSource(seed: 20_260_101)
     let instance = SimulatedInstance()
     let slot = ClientSlot()
-    var client: OutboxClient
+    /// The open client; nil only while a crash drops it.
+    var current: OutboxClient?
+    var client: OutboxClient { current! }
     var refs: [String: WriteID] = [:]
     var names: [WriteID: String] = [:]
     var session: (user: String, token: String)?
+    var signIns = 0
     var failures: [JSONValue] = []
 
     init(scenario: Scenario, folder: String) throws {
         self.scenario = scenario
         self.folder = folder
-        client = try Self.open(folder, scenario, clock, random, instance)
-        slot.client.withLock { [client] in $0 = client }
+        let client = try Self.open(folder, scenario, clock, random, instance)
+        current = client
+        slot.client.withLock { $0 = client }
         instance.onCrash { [slot] in slot.crash() }
     }
 
@@ -106,7 +110,8 @@ private struct Run {
         }
         switch action {
         case .signIn(let user, let subject):
-            let token = AccessToken.unsigned(subject: subject)
+            signIns += 1
+            let token = AccessToken.unsigned(subject: subject, serial: signIns)
             session = (user, token)
             await result { try await client.settleSession(user: user, accessToken: token); return .bool(true) }
             output["result"] = output["result"] == .bool(true) ? nil : output["result"]
@@ -189,8 +194,21 @@ private struct Run {
         client.close()
         slot.client.withLock { $0 = nil }
         slot.crashed.withLock { $0 = false }
-        client = try Self.open(folder, scenario, clock, random, instance)
-        slot.client.withLock { [client] in $0 = client }
+        let committer = client.log.committer
+        current = nil
+        committer.barrier()
+        // The dropped client's last tasks let go of its log a moment after they finish.
+        var reopened: OutboxClient?
+        for _ in 0..<10_000 where reopened == nil {
+            do {
+                reopened = try Self.open(folder, scenario, clock, random, instance)
+            } catch let error as OutboxError where error.code == .alreadyOpen {
+                await Task.yield()
+            }
+        }
+        let client = try reopened ?? Self.open(folder, scenario, clock, random, instance)
+        current = client
+        slot.client.withLock { $0 = client }
         if let session { try await client.settleSession(user: session.user, accessToken: session.token) }
         await client.idle()
     }

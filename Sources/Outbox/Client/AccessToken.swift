@@ -18,11 +18,12 @@ package enum AccessToken {
 extension AccessToken {
     /// A JWT-shaped token naming `subject`, unsigned: what the scenario runner, the demo and tests sign
     /// in with (the simulated instance checks no signature).
-    package static func unsigned(subject: String) -> String {
+    /// `serial` makes each sign-in's token a new one (R3.3: a new token clears credentialRefused).
+    package static func unsigned(subject: String, serial: Int = 0) -> String {
         func base64URL(_ text: String) -> String {
             Data(text.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
                 .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         }
-        return base64URL("{\"alg\":\"none\"}") + "." + base64URL("{\"sub\":" + JSONText.quote(subject) + "}") + ".unsigned"
+        return base64URL("{\"alg\":\"none\"}") + "." + base64URL("{\"sub\":" + JSONText.quote(subject) + ",\"iat\":\(serial)}") + ".unsigned"
     }
 }
