@@ -42,6 +42,8 @@ private struct Run {
     var names: [WriteID: String] = [:]
     var session: (user: String, token: String)?
     var signIns = 0
+    /// Automatic reports of a client a crash dropped during the current step.
+    var earlierReports: [SyncReport] = []
     var failures: [JSONValue] = []
 
     init(scenario: Scenario, folder: String) throws {
@@ -69,13 +71,14 @@ private struct Run {
             var output: [String: JSONValue] = ["index": .int(Int64(index)), "action": .string(step.action.name)]
             try await perform(step.action, index: index, into: &output)
             await client.idle()
-            let automatic = client.takeAutomaticReports().map(render)
-            if !automatic.isEmpty || step.action.name == "sync" || step.action.name == "advance" {
-                output["autoPasses"] = .array(automatic)
-            }
             if slot.crashed.withLock({ $0 }) {
                 output["crashed"] = true
                 try await reopen()
+            }
+            let automatic = (earlierReports + client.takeAutomaticReports()).map(render)
+            earlierReports = []
+            if !automatic.isEmpty || step.action.name == "sync" || step.action.name == "advance" {
+                output["autoPasses"] = .array(automatic)
             }
             if let expect = step.expect {
                 var observed = output
@@ -149,7 +152,10 @@ private struct Run {
             while let due = clock.nextDue, due <= target {
                 clock.set(due)
                 await client.idle()
-                if slot.crashed.withLock({ $0 }) { try await reopen() }
+                if slot.crashed.withLock({ $0 }) {
+                    output["crashed"] = true
+                    try await reopen()
+                }
             }
             clock.set(target)
         case .network(let word):
@@ -192,6 +198,7 @@ private struct Run {
     private mutating func reopen() async throws {
         await client.idle()
         client.close()
+        earlierReports += client.takeAutomaticReports()
         slot.client.withLock { $0 = nil }
         slot.crashed.withLock { $0 = false }
         let committer = client.log.committer
@@ -306,6 +313,8 @@ enum Expectation {
         default:
             if let observed, let a = expected.number, let b = observed.number, a == b { return [] }
             if expected == observed || (expected == .null && observed == nil) { return [] }
+            // A step shows `autoPasses` only when there were some: expecting none matches its absence.
+            if expected == .array([]) && observed == nil { return [] }
             return ["\(here) is \(observed.map(JSONText.render) ?? "absent"), expected \(JSONText.render(expected))"]
         }
     }
