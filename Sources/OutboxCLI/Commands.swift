@@ -217,8 +217,16 @@ enum Commands {
     }
 
     static func replay(_ words: [String]) throws -> Exit {
-        let args = try Arguments(command: "replay", words: words, options: ["until"], flags: ["json"])
+        let args = try Arguments(command: "replay", words: words, options: ["until"], flags: ["json", "check-decisions"])
         let inspector = try LogInspector(path: try args.positionals("log")[0])
+        if args.flag("check-decisions") {
+            guard args.option("until") == nil, !args.flag("json") else {
+                throw UsageError(message: "--check-decisions takes no other option")
+            }
+            let report = try inspector.checkDecisions()
+            say(report.description)
+            return report.isSame ? .success : .notSo
+        }
         let last = try inspector.lastSequence()
         let until = try args.unsigned("until") ?? last
         guard until >= 1 else { throw UsageError(message: "--until takes a sequence number from 1") }

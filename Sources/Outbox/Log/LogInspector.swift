@@ -27,3 +27,7 @@ package final class LogInspector: Sendable {
 
     package func lastSequence() throws -> UInt64 { try log.lastSequence() }
 }
+
+extension LogInspector {
+    package func checkDecisions() throws -> DecisionReport { try log.checkDecisions() }
+}
