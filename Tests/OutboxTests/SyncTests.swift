@@ -22,3 +22,59 @@ struct SyncTests {
         }
     }
 }
+
+@Suite("Replay-verify of decisions (R8.4)")
+struct DecisionCheckTests {
+    @Test("a log whose recorded decision differs from today's is reported at that event")
+    func findsADifferentDecision() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let id = try await client.enqueue(todo(1))
+            let refusal = Refusal(status: 422, code: "23514")
+            try await client.log.append { appender in
+                let pass = appender.nextSequence
+                try appender.append(.passStarted(PassStarted(passId: pass, user: "alice", table: nil, automatic: false, maxRefusals: 5, batchSize: 1)))
+                try appender.append(.answerReceived(AnswerReceived(passId: pass, writes: [id], answer: .answered([WriteAnswer(.refused(refusal))]))))
+                // What an older version might have decided: accepted. Today's decides refused.
+                try appender.append(.verdictRecorded(VerdictRecorded(writeId: id, passId: pass, state: .accepted, refusals: 0)))
+                try appender.append(.passEnded(PassEnded(passId: pass, stoppedBy: nil)))
+            }
+            let report = try client.log.checkDecisions()
+            #expect(!report.isSame)
+            #expect(report.sequence == 6)
+        }
+    }
+
+    @Test("a pass that went on where today's code stops is reported")
+    func findsAMissedStop() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let id = try await client.enqueue(todo(1))
+            try await client.log.append { appender in
+                let pass = appender.nextSequence
+                try appender.append(.passStarted(PassStarted(passId: pass, user: "alice", table: nil, automatic: false, maxRefusals: 5, batchSize: 1)))
+                try appender.append(.answerReceived(AnswerReceived(passId: pass, writes: [id], answer: .failed(RequestFailure(kind: .http, status: 503)))))
+                try appender.append(.passEnded(PassEnded(passId: pass, stoppedBy: nil)))
+            }
+            let report = try client.log.checkDecisions()
+            #expect(report.difference?.contains("this version stops it with http 503") == true)
+        }
+    }
+
+    @Test("every scenario-like run of real passes has the same decisions")
+    func realPassesAgree() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            for n in 1...8 { try await client.enqueue(todo(Int64(n))) }
+            instance.script([
+                .verdict(.refused(Refusal(status: 422, code: "23514"))), .verdict(.merged(fields: ["title"])), .status(503),
+                .verdict(.failed(status: 500, text: "boom")), .status(400, code: "PGRST204"),
+            ])
+            for _ in 0..<4 { try await client.sync() }
+            let report = try client.log.checkDecisions()
+            #expect(report.isSame, "\(report)")
+            #expect(report.answers >= 4)
+        }
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+
+/// `outbox scenario`, `outbox demo` and `outbox replay --check-decisions` as a person runs them.
+@Suite struct ScenarioCommandTests {
+    static let passing = ScenarioTests.folder.appending(path: "refusal-does-not-stop-the-pass.json").path
+
+    @Test("scenario: exit 0 and one JSON document when every expectation holds")
+    func passes() throws {
+        let run = try outbox("scenario", Self.passing, "--json")
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.split(separator: "\n").count == 1)
+        #expect(run.stdout.contains(#""failures":[]"#))
+        #expect(try outbox("scenario", Self.passing).stdout.contains("every expectation held"))
+    }
+
+    @Test("scenario: exit 1 with each failure printed when an expectation does not hold")
+    func failsAnExpectation() throws {
+        try withTemporaryFolder { folder in
+            let file = folder + "/wrong.json"
+            try #"""
+            {"name": "wrong", "steps": [{"signIn": "alice"},
+              {"enqueue": {"ref": "a", "table": "todos", "op": "insert", "key": {"id": 1}, "body": {}}},
+              {"sync": {}, "expect": {"syncedCount": 2}}]}
+            """#.write(toFile: file, atomically: true, encoding: .utf8)
+            let run = try outbox("scenario", file)
+            #expect(run.status == 1)
+            #expect(run.stderr.contains("step 2 (sync): syncedCount is 1, expected 2"))
+        }
+    }
+
+    @Test("scenario: exit 2 naming the step and the field for a file that is not a scenario", arguments: [
+        (#"{"name": "x", "steps": [{"signIn": "alice"}, {"sync": {}, "jump": 1}]}"#, "step 1, field \"jump\""),
+        (#"{"name": "x", "steps": [{"enqueue": {"ref": "a", "op": "insert", "key": {"id": 1}}}]}"#, "step 0, field \"enqueue.table\""),
+        (#"{"name": "x", "steps": [{"respond": [{"verdict": "maybe"}]}]}"#, "step 0, field \"respond[0]\""),
+        (#"{"name": "x", "steps": [{"discard": "nobody"}]}"#, "step 0, field \"ref\""),
+        (#"{"steps": []}"#, "field \"name\""),
+        ("not json", "not JSON"),
+    ])
+    func invalid(_ text: String, _ named: String) throws {
+        try withTemporaryFolder { folder in
+            let file = folder + "/bad.json"
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            let run = try outbox("scenario", file)
+            #expect(run.status == 2)
+            #expect(run.stderr.contains(named), "\(run.stderr)")
+        }
+    }
+
+    @Test("demo: syncs against the simulated instance and its log has the same decisions (R8.4)")
+    func demo() throws {
+        try withTemporaryFolder { folder in
+            let log = folder + "/demo"
+            let run = try outbox("demo", "--keep", log)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("stopped by: http 503"))
+            #expect(run.stdout.contains("refused, refusals 1"))
+            #expect(run.stdout.contains("verify: ok"))
+            let check = try outbox("replay", log, "--check-decisions")
+            #expect(check.status == 0)
+            #expect(check.stdout.hasPrefix("same decisions"))
+        }
+    }
+}
