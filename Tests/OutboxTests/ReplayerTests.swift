@@ -1,0 +1,338 @@
+import Foundation
+@testable import Outbox
+import Synchronization
+import Testing
+
+/// A transport in front of a simulated instance that holds its first send until `open()`.
+final class GatedTransport: OutboxTransport {
+    let instance = SimulatedInstance()
+    private let state = Mutex<(waiting: CheckedContinuation<Void, Never>?, opened: Bool, arrived: Bool)>((nil, false, false))
+    let unmadeTables: Set<String>
+
+    init(unmadeTables: Set<String> = [], gated: Bool = true) {
+        self.unmadeTables = unmadeTables
+        state.withLock { $0.opened = !gated }
+    }
+
+    var hasArrived: Bool { state.withLock { $0.arrived } }
+
+    func open() {
+        let waiting = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.opened = true
+            defer { state.waiting = nil }
+            return state.waiting
+        }
+        waiting?.resume()
+    }
+
+    func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let go = state.withLock { state -> Bool in
+                state.arrived = true
+                if state.opened { return true }
+                state.waiting = continuation
+                return false
+            }
+            if go { continuation.resume() }
+        }
+        return await instance.send(batch, accessToken: accessToken)
+    }
+
+    func unmadeReason(for write: OutgoingWrite) -> String? {
+        unmadeTables.contains(write.table) ? "no mapping for table \(write.table)" : nil
+    }
+
+    func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
+        try await instance.readRow(table: table, key: key, accessToken: accessToken)
+    }
+}
+
+/// Waits (yielding) until `condition` holds: for a task to reach a point another task set up.
+func eventually(_ condition: () -> Bool) async {
+    for _ in 0..<100_000 where !condition() { await Task.yield() }
+}
+
+@Suite("Classification (R4.3)")
+struct ClassificationTests {
+    @Test("statuses and codes that may pass stop the pass", arguments: [
+        (401, nil), (408, nil), (429, nil), (500, nil), (502, nil), (503, nil), (504, nil), (403, "42501"), (400, "42501"),
+    ] as [(Int, String?)])
+    func mayPass(_ status: Int, _ code: String?) {
+        #expect(Classification.of(status: status, code: code) == .mayPass)
+    }
+
+    @Test("schema-cache codes are counted apart", arguments: [(400, "PGRST204"), (404, "PGRST205")] as [(Int, String)])
+    func schemaCache(_ status: Int, _ code: String) {
+        #expect(Classification.of(status: status, code: code) == .schemaCache)
+    }
+
+    @Test("other 4xx and the refusing SQLSTATE classes refuse", arguments: [
+        (400, "23502"), (400, "P0001"), (409, "23503"), (409, "23505"), (413, nil), (422, "23514"), (404, nil), (403, nil), (400, "0A000"),
+    ] as [(Int, String?)])
+    func refusal(_ status: Int, _ code: String?) {
+        #expect(Classification.of(status: status, code: code) == .refusal)
+    }
+
+    @Test("a code with no status: SQLSTATE classes 22, 23, 42 (not 42501), P0001, 0A000 refuse")
+    func codesAlone() {
+        for code in ["22P02", "23505", "42703", "P0001", "0A000"] { #expect(Classification.of(status: nil, code: code) == .refusal) }
+        #expect(Classification.of(status: nil, code: "42501") == .mayPass)
+        #expect(Classification.of(status: nil, code: "XX000") == .mayPass)
+    }
+
+    @Test("Retry-After: seconds, an HTTP-date, a past date, garbage, a huge value (R5.3)")
+    func retryAfter() {
+        let now = Timestamp(milliseconds: 1_767_225_600_000)  // 2026-01-01T00:00:00Z
+        #expect(RetryAfter.seconds("120", now: now) == 120)
+        #expect(RetryAfter.seconds("Thu, 01 Jan 2026 00:02:00 GMT", now: now) == 120)
+        #expect(RetryAfter.seconds("Wed, 31 Dec 2025 23:00:00 GMT", now: now) == 0)
+        #expect(RetryAfter.seconds("soon", now: now) == nil)
+        #expect(RetryAfter.seconds("-5", now: now) == nil)
+        #expect(RetryAfter.seconds("99999999999999999999", now: now) == 3600)
+        #expect(RetryAfter.seconds("86400", now: now) == 3600)
+        #expect(RetryAfter.seconds(nil, now: now) == nil)
+    }
+}
+
+@Suite("The replayer")
+struct ReplayerTests {
+    @Test("R7.1: the status counts a moving write exactly once under concurrent syncs")
+    func statusCountsOnce() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            var configuration = testConfiguration()
+            configuration.maxRefusals = 1000
+            let client = try await openClient(path, configuration: configuration, transport: instance)
+            let total = 60
+            for n in 1...total { try await client.enqueue(todo(Int64(n))) }
+            // Every answer a refusal: each write is pending or rejected at every moment, never both or neither.
+            instance.script(Array(repeating: .verdict(.refused(Refusal(status: 422, code: "23514"))), count: 10_000))
+            let updates = client.syncStatus.updates
+            let watcher = Task {
+                var seen = 0
+                for await status in updates {
+                    #expect(status.pendingCount + status.rejectedCount == total, "\(status)")
+                    seen += 1
+                    if seen > 200 { break }
+                }
+                return seen
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<16 { group.addTask { for _ in 0..<3 { try await client.sync() } } }
+                for _ in 0..<4 {
+                    group.addTask {
+                        for _ in 0..<50 {
+                            let status = client.syncStatus.value
+                            #expect(status.pendingCount + status.rejectedCount == total, "\(status)")
+                            await Task.yield()
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            client.close()
+            #expect(await watcher.value > 1)
+            #expect(client.syncStatus.value.rejectedCount == total)
+        }
+    }
+
+    @Test("R5.1: syncs that meet a running pass share the one that waits, and report only what it sent")
+    func coalesced() async throws {
+        try await withTemporaryLog { path in
+            let transport = GatedTransport()
+            var configuration = testConfiguration()
+            configuration.batchSize = 1
+            let client = try await openClient(path, configuration: configuration, transport: transport)
+            for n in 1...3 { try await client.enqueue(todo(Int64(n))) }
+            let first = Task { try await client.sync() }
+            await eventually { transport.hasArrived }
+            let waiters = (0..<5).map { _ in Task { try await client.sync() } }
+            await eventually { client.syncState.withLock { $0.waiting.count == 1 } }
+            transport.open()
+            #expect(try await first.value.syncedCount == 3)
+            for waiter in waiters { #expect(try await waiter.value.syncedCount == 0) }
+            let passes = try await client.events().filter { $0.event.type == .passStarted }
+            #expect(passes.count == 1)
+            #expect(transport.instance.received.count == 3)
+        }
+    }
+
+    @Test("R7.3: clearLocalData cancels a running pass first; its report counts what it sent")
+    func clearCancels() async throws {
+        try await withTemporaryLog { path in
+            let transport = GatedTransport()
+            var configuration = testConfiguration()
+            configuration.batchSize = 1
+            let client = try await openClient(path, configuration: configuration, transport: transport)
+            for n in 1...4 { try await client.enqueue(todo(Int64(n))) }
+            let pass = Task { try await client.sync() }
+            await eventually { transport.hasArrived }
+            let clear = Task { try await client.clearLocalData(user: "alice") }
+            await eventually { client.syncState.withLock { !$0.clearing.isEmpty } }
+            transport.open()
+            let report = try await pass.value
+            try await clear.value
+            #expect(report.syncedCount == 1)
+            #expect(transport.instance.applied.count == 1)
+            #expect(try await client.queue.all().isEmpty)
+            #expect(try await client.events().last?.event.type == .localDataCleared)
+            #expect(try await client.verify().isOK)
+        }
+    }
+
+    @Test("R4.3: a write the transport cannot make is refused unmade (final), never sent, never released")
+    func unmade() async throws {
+        try await withTemporaryLog { path in
+            let transport = GatedTransport(unmadeTables: ["legacy"], gated: false)
+            let client = try await openClient(path, transport: transport)
+            let legacy = try await client.enqueue(.insert(into: "legacy", key: ["id": 1], body: [:]))
+            try await client.enqueue(todo(2))
+            let report = try await client.sync()
+            #expect(report.rejected.map(\.id) == [legacy])
+            #expect(report.syncedCount == 1)
+            #expect(transport.instance.received.allSatisfy { !$0.writes.contains(legacy) })
+            guard case .refused(let refusal)? = try await client.write(legacy)?.state else {
+                Issue.record("not refused")
+                return
+            }
+            #expect(refusal.isFinal && refusal.status == nil)
+            #expect(try await client.queue.release(legacy) == false)
+            #expect(try await client.sync().verdicts.isEmpty)
+        }
+    }
+
+    @Test("R3.2: a write released under a fresh key whose earlier copy was applied is answered replayed, by (origin, id)")
+    func dedupByOrigin() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            let id = try await client.enqueue(todo(1))
+            instance.script([.lostResponse])
+            #expect(try await client.sync().stoppedBy?.kind == .network)
+            // As if the instance had answered keySpent to a later send: the app releases it under a fresh key.
+            try await client.record(id, .blocked(.keySpent, refusal: nil))
+            #expect(try await client.queue.release(id))
+            let report = try await client.sync()
+            #expect(report.alreadyOnServerCount == 1)
+            #expect(instance.applied.count == 1)
+            #expect(Set(instance.received.map(\.writes)).count == 1)
+        }
+    }
+
+    @Test("P7, R7.3: every request carries the token of the user who owns its writes")
+    func tokensPerUser() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            var configuration = testConfiguration()
+            configuration.batchSize = 1
+            let client = try await openClient(path, user: nil, configuration: configuration, transport: instance)
+            let tokens = ["alice": token(subject: "alice"), "bob": token(subject: "bob")]
+            var owner: [WriteID: String] = [:]
+            for round in 0..<3 {
+                for user in ["alice", "bob"] {
+                    try await client.settleSession(user: user, accessToken: tokens[user])
+                    owner[try await client.enqueue(todo(Int64(round * 10 + 1)))] = user
+                    owner[try await client.enqueue(todo(Int64(round * 10 + 2)))] = user
+                    try await client.sync()
+                }
+            }
+            try await client.settleSession(user: nil, accessToken: nil)
+            #expect(try await client.sync().verdicts.isEmpty)
+            #expect(instance.received.count == 12)
+            for request in instance.received {
+                for id in request.writes { #expect(request.accessToken == tokens[owner[id]!]) }
+            }
+        }
+    }
+
+    @Test("R7.2, R3.4, P6: the events stream says what changed, never the server's text")
+    func eventsStream() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            var configuration = testConfiguration()
+            configuration.maxRefusals = 2
+            let client = try await openClient(path, configuration: configuration, transport: instance)
+            let events = client.events
+            let canary = "CANARY-server-text-7d1f"
+            let refused = Refusal(status: 422, code: "23514", reason: "check", message: canary, fields: ["title"])
+            try await client.enqueue(todo(1))
+            try await client.enqueue(todo(2))
+            try await client.enqueue(todo(3))
+            try await client.enqueue(contentsOf: [todo(4), todo(5)], atomic: true)
+            instance.script([
+                .verdict(.refused(refused)), .verdict(.merged(fields: ["title"])), .verdict(.blocked(.keySpent, refusal: nil)),
+                .verdict(.accepted), .verdict(.refused(refused)),
+            ])
+            let first = try await client.sync()
+            instance.script([.verdict(.refused(refused)), .status(503, retryAfter: canary)])
+            let second = try await client.sync()
+            client.close()
+            var seen: [OutboxEvent] = []
+            for await event in events { seen.append(event) }
+            #expect(seen.contains(.localChanged))
+            #expect(seen.contains(.mutationRejected(WriteID(1), .init(status: 422, code: "23514", fields: ["title"], refusals: 1, isFinal: false))))
+            #expect(seen.contains(.columnOverwritten(WriteID(2), fields: ["title"])))
+            #expect(seen.contains(.blocked(WriteID(3), .keySpent)))
+            #expect(seen.contains(.batchAborted([WriteID(4), WriteID(5)])))
+            #expect(seen.contains { if case .deadLetter(WriteID(1), _) = $0 { true } else { false } })
+            #expect(seen.contains(.passStopped(PassFailure(kind: .http, status: 503, code: nil, retryAfter: nil))))
+            for text in ["\(seen)", "\(first)", "\(second)", "\(client.syncStatus.value)"] { #expect(!text.contains(canary)) }
+        }
+    }
+
+    @Test("R7.1: the status reflects an earlier run's queue from open, and keeps its value after close")
+    func statusFromOpen() async throws {
+        try await withTemporaryLog { path in
+            do {
+                let client = try await openClient(path)
+                try await client.enqueue(todo(1))
+                try await client.enqueue(todo(2))
+                client.close()
+            }
+            let client = try await openClient(path, transport: SimulatedInstance())
+            #expect(client.syncStatus.value.pendingCount == 2)
+            try await client.sync()
+            #expect(client.syncStatus.value.pendingCount == 0)
+            #expect(client.syncStatus.value.lastSyncedAt != nil)
+            client.close()
+            #expect(client.syncStatus.value.pendingCount == 0)
+            #expect(throws: OutboxError.closed) { try client.checkOpen() }
+        }
+    }
+
+    @Test("R5.4: a monitor that ends counts as unknown; its words move the status")
+    func monitor() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, transport: SimulatedInstance())
+            let (words, continuation) = AsyncStream<Bool>.makeStream()
+            client.monitorConnectivity(words)
+            continuation.yield(false)
+            await eventually { client.syncStatus.value.network == .offline }
+            #expect(client.syncStatus.value.network == .offline)
+            continuation.finish()
+            await eventually { client.syncStatus.value.network == .unknown }
+            #expect(client.syncStatus.value.network == .unknown)
+        }
+    }
+
+    @Test("R5.3: jitter stays within the fraction the app set, drawn from the injected generator")
+    func jitter() async throws {
+        try await withTemporaryLog { path in
+            let clock = ManualClock()
+            var configuration = testConfiguration(clock: clock)
+            configuration.autoSync = true
+            configuration.backoffJitter = 0.2
+            let instance = SimulatedInstance()
+            instance.script([.status(503)])
+            let client = try await openClient(path, configuration: configuration, transport: instance)
+            try await client.enqueue(todo(1))
+            await client.idle()
+            let due = try #require(clock.nextDue)
+            let delay = Double(due.rawValue - clock.now().rawValue) / 1000
+            #expect(delay >= 0.8 && delay <= 1.2)
+            clock.set(due)
+            await client.idle()
+            #expect(instance.applied.count == 1)
+        }
+    }
+}
