@@ -190,6 +190,8 @@ private struct Run {
             await result { .int(Int64(try await client.queue.forgetAnswered())) }
         case .crash:
             try await reopen()
+        case .clearLocalData(let user):
+            await result { try await client.clearLocalData(user: user); return .bool(true) }
         }
     }
 

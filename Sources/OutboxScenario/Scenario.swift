@@ -43,6 +43,8 @@ public struct Scenario: Sendable {
         case takeAnswered
         case forgetAnswered
         case crash
+        /// An extension of SCENARIOS.md: `{"clearLocalData": "alice"}` (R7.3).
+        case clearLocalData(user: String)
 
         /// The action's key, as the output names it.
         public var name: String {
@@ -61,6 +63,7 @@ public struct Scenario: Sendable {
             case .takeAnswered: return "takeAnswered"
             case .forgetAnswered: return "forgetAnswered"
             case .crash: return "crash"
+            case .clearLocalData: return "clearLocalData"
             }
         }
     }
@@ -179,6 +182,9 @@ extension Scenario {
         case "takeAnswered": action = .takeAnswered
         case "forgetAnswered": action = .forgetAnswered
         case "crash": action = .crash
+        case "clearLocalData":
+            guard case .string(let user) = argument, !user.isEmpty else { throw fail(key, "a user name is required") }
+            action = .clearLocalData(user: user)
         default: throw fail(key, "not a known action")
         }
         if fields["tokenSubject"] != nil, key != "signIn" { throw fail("tokenSubject", "only a signIn step takes it") }
