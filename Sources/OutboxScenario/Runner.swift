@@ -53,6 +53,7 @@ private struct Run {
         current = client
         slot.client.withLock { $0 = client }
         instance.onCrash { [slot] in slot.crash() }
+        for table in scenario.unmadeTables { instance.cannotMake(table: table) }
     }
 
     private static func open(

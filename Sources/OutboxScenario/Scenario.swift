@@ -6,6 +6,8 @@ public struct Scenario: Sendable {
     public var autoSync = false
     public var batchSize = 1
     public var maxRefusals = 5
+    /// Tables the simulated instance's transport cannot make requests for (an extension: R4.3 "unmade").
+    public var unmadeTables: [String] = []
     public var steps: [Step]
     /// A subset of the `final` document that must hold.
     public var expectFinal: JSONValue?
@@ -103,6 +105,11 @@ extension Scenario {
                 case ("autoSync", .bool(let on)): scenario.autoSync = on
                 case ("batchSize", .int(let n)) where n >= 1 && n <= 10_000: scenario.batchSize = Int(n)
                 case ("maxRefusals", .int(let n)) where n >= 1 && n <= 1000: scenario.maxRefusals = Int(n)
+                case ("unmadeTables", .array(let tables)):
+                    scenario.unmadeTables = try tables.map {
+                        guard case .string(let table) = $0 else { throw ScenarioError(step: nil, field: "config.unmadeTables", problem: "an array of table names is required") }
+                        return table
+                    }
                 default: throw ScenarioError(step: nil, field: "config.\(key)", problem: "not a known setting with a valid value")
                 }
             }

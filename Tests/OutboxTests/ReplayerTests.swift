@@ -336,3 +336,53 @@ struct ReplayerTests {
         }
     }
 }
+
+@Suite("The decider (R4.3–R4.5)")
+struct DeciderTests {
+    static func entry(_ id: UInt64, refusals: Int = 0, group: WriteQueued.AtomicGroup? = nil) -> WriteEntry {
+        WriteEntry(
+            queuedSequence: id + 1, user: "alice", table: "todos", rowHash: id, dependencies: [], atomicGroup: group,
+            idempotencyKey: IdempotencyKey(high: 0, low: id), state: .pending, refusals: refusals, replayed: false,
+            schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil, environmentalStreak: 0)
+    }
+
+    static func decide(_ answer: RequestAnswer, writes: [UInt64] = [1], refusals: Int = 0) throws -> Decider.Decision {
+        let input = Decider.Input(passId: 9, writes: writes.map { WriteID($0) }, answer: answer, maxRefusals: 5, at: Timestamp(milliseconds: 0))
+        return try Decider.decide(input) { entry($0.rawValue, refusals: refusals) }
+    }
+
+    @Test("no connection, a timeout and a device failure stop the pass as network failures and charge nothing",
+          arguments: RequestFailure.Kind.allCases.filter { $0 != .http })
+    func environmental(_ kind: RequestFailure.Kind) throws {
+        let decision = try Self.decide(.failed(RequestFailure(kind: kind)))
+        #expect(decision.next == .stop(PassFailure(kind: .network)))
+        #expect(decision.events.isEmpty)
+    }
+
+    @Test("a verdict count other than the writes sent is a protocol violation: stop, nothing charged")
+    func countMismatch() throws {
+        for answers in [[], [WriteAnswer(.accepted), WriteAnswer(.accepted)]] {
+            let decision = try Self.decide(.answered(answers))
+            #expect(decision.next == .stop(PassFailure(kind: .protocol)))
+            #expect(decision.events.isEmpty)
+        }
+    }
+
+    @Test("the refusal that reaches maxRefusals makes the write dead")
+    func dead() throws {
+        let decision = try Self.decide(.answered([WriteAnswer(.refused(Refusal(status: 422)))]), refusals: 4)
+        guard case .verdictRecorded(let verdict)? = decision.events.first, case .dead = verdict.state else {
+            Issue.record("not dead: \(decision.events)")
+            return
+        }
+        #expect(verdict.refusals == 5)
+    }
+
+    @Test("a request-level refusal of a multi-write batch splits it; of one write, refuses it")
+    func split() throws {
+        let refusal = RequestAnswer.failed(RequestFailure(kind: .http, status: 400, code: "23502"))
+        #expect(try Self.decide(refusal, writes: [1, 2, 3]).next == .split)
+        #expect(try Self.decide(refusal, writes: [1, 2, 3]).events.isEmpty)
+        #expect(try Self.decide(refusal).events.count == 1)
+    }
+}

@@ -71,6 +71,7 @@ public final class SimulatedInstance: OutboxTransport {
         var received: [Received] = []
         var siblings = 0
         var onCrash: (@Sendable () -> Void)?
+        var unmakeable: Set<String> = []
     }
 
     private let state = Mutex(State())
@@ -85,6 +86,14 @@ public final class SimulatedInstance: OutboxTransport {
 
     /// What runs when a `crashAfterApply` entry is used (the scenario runner drops its client there).
     public func onCrash(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.onCrash = handler } }
+
+    /// Makes the transport unable to map writes of `table` into a request (R4.3 "unmade"), as an HTTP
+    /// transport with no mapping for that table would be.
+    public func cannotMake(table: String) { state.withLock { _ = $0.unmakeable.insert(table) } }
+
+    public func unmadeReason(for write: OutgoingWrite) -> String? {
+        state.withLock { $0.unmakeable.contains(write.table) } ? "the transport has no mapping for table \(write.table)" : nil
+    }
 
     /// The writes applied, each once, in the order they were applied.
     public var applied: [Applied] { state.withLock { $0.applied } }
