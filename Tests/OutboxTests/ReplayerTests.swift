@@ -47,6 +47,18 @@ final class GatedTransport: OutboxTransport {
     }
 }
 
+/// A client (batches of one) with `writes` queued, and a sync of it held inside its first send.
+func syncHeldAtItsFirstSend(_ path: String, writes: Int) async throws -> (OutboxClient, GatedTransport, Task<SyncReport, any Error>) {
+    let transport = GatedTransport()
+    var configuration = testConfiguration()
+    configuration.batchSize = 1
+    let client = try await openClient(path, configuration: configuration, transport: transport)
+    for n in 1...writes { try await client.enqueue(todo(Int64(n))) }
+    let pass = Task { try await client.sync() }
+    await eventually { transport.hasArrived }
+    return (client, transport, pass)
+}
+
 /// Waits (yielding) until `condition` holds: for a task to reach a point another task set up.
 func eventually(_ condition: () -> Bool) async {
     for _ in 0..<100_000 where !condition() { await Task.yield() }
@@ -139,13 +151,7 @@ struct ReplayerTests {
     @Test("R5.1: syncs that meet a running pass share the one that waits, and report only what it sent")
     func coalesced() async throws {
         try await withTemporaryLog { path in
-            let transport = GatedTransport()
-            var configuration = testConfiguration()
-            configuration.batchSize = 1
-            let client = try await openClient(path, configuration: configuration, transport: transport)
-            for n in 1...3 { try await client.enqueue(todo(Int64(n))) }
-            let first = Task { try await client.sync() }
-            await eventually { transport.hasArrived }
+            let (client, transport, first) = try await syncHeldAtItsFirstSend(path, writes: 3)
             let waiters = (0..<5).map { _ in Task { try await client.sync() } }
             await eventually { client.syncState.withLock { $0.waiting.count == 1 } }
             transport.open()
@@ -160,13 +166,7 @@ struct ReplayerTests {
     @Test("R7.3: clearLocalData cancels a running pass first; its report counts what it sent")
     func clearCancels() async throws {
         try await withTemporaryLog { path in
-            let transport = GatedTransport()
-            var configuration = testConfiguration()
-            configuration.batchSize = 1
-            let client = try await openClient(path, configuration: configuration, transport: transport)
-            for n in 1...4 { try await client.enqueue(todo(Int64(n))) }
-            let pass = Task { try await client.sync() }
-            await eventually { transport.hasArrived }
+            let (client, transport, pass) = try await syncHeldAtItsFirstSend(path, writes: 4)
             let clear = Task { try await client.clearLocalData(user: "alice") }
             await eventually { client.syncState.withLock { !$0.clearing.isEmpty } }
             transport.open()

@@ -111,8 +111,8 @@ extension OutboxClient {
             maxRefusals: configuration.maxRefusals, batchSize: configuration.batchSize,
             shouldStop: { [weak self] in
                 guard let self else { return true }
-                return self.syncState.withLock { $0.networkDisabled || $0.clearing.contains(user) } || self.currentUser != user
-                    && !(self.currentUser == nil && !self.configuration.requiresUser && user == OutboxConfiguration.anonymousUser)
+                // The network switched off, the user's data being cleared, or another user signed in (P7).
+                return self.syncState.withLock { $0.networkDisabled || $0.clearing.contains(user) } || (try? self.owner()) != user
             },
             checkAlive: { [weak self] in
                 guard let self else { throw OutboxError(.closed, "the outbox client is gone") }
@@ -314,7 +314,7 @@ extension OutboxClient {
     /// Reads the counts together and publishes the status if it changed. After close it keeps its value.
     func refreshStatus() {
         guard !isClosedNow else { return }
-        let user = currentUser ?? (configuration.requiresUser ? nil : OutboxConfiguration.anonymousUser)
+        let user = try? owner()
         let sync = syncState.withLock { $0 }
         let changed = status.withLock { status -> SyncStatus? in
             var next = SyncStatus()

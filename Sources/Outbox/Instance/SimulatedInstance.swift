@@ -16,7 +16,8 @@ internal import Synchronization
 public final class SimulatedInstance: OutboxTransport {
     /// One scripted answer (SCENARIOS.md, "Scripted answers").
     public enum Scripted: Hashable, Sendable {
-        /// The answer to one write: accepted, merged, conflicted, refused, blocked, or failed.
+        /// The answer to one write: accepted, merged, conflicted (an empty sibling id gets a new one),
+        /// refused, blocked, or failed.
         case verdict(WriteVerdict)
         /// The whole request fails with an HTTP status (a PostgREST code and a Retry-After optional).
         case status(Int, code: String? = nil, retryAfter: String? = nil)
@@ -172,7 +173,7 @@ public final class SimulatedInstance: OutboxTransport {
                 state.script.remove(at: index)
                 verdict = scriptedVerdict
             }
-            if case .conflicted(_, let fields) = verdict {
+            if case .conflicted(let sibling, let fields) = verdict, sibling.isEmpty {
                 state.siblings += 1
                 verdict = .conflicted(siblingId: "sibling-\(state.siblings)", fields: fields)
             }
