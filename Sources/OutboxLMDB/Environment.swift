@@ -13,8 +13,9 @@ internal import Glibc
 /// - `MDB_MAP_FULL` is handled inside `write`: the transaction is aborted, the map doubled with no
 ///   transaction open, and the closure run again. Closures must therefore have no outside side effects.
 public final class Environment: @unchecked Sendable {
-    // @unchecked Sendable: `handle` is set once and freed in deinit; LMDB environments are thread-safe with
-    // MDB_NOTLS; writes are serialized by `writer`, and map resizes exclude every transaction through `resizeLock`.
+    // @unchecked Sendable: `handle` is set once and freed by `close` (or deinit) while `resizeLock` is held
+    // exclusively; LMDB environments are thread-safe with MDB_NOTLS; writes are serialized by `writer`, and
+    // map resizes and the close exclude every transaction through `resizeLock`.
 
     /// How an environment's commits reach the disk.
     public enum Durability: Sendable {
@@ -57,6 +58,8 @@ public final class Environment: @unchecked Sendable {
     private let commits = Atomic<Int>(0)
     private let databases: [String: Database]
     private let mapSizeNow: Mutex<Int>
+    /// Set by `close`, read under `resizeLock`.
+    private let isClosed = Atomic<Bool>(false)
 
     private static let registry = Mutex<Set<String>>([])
 
@@ -120,9 +123,20 @@ public final class Environment: @unchecked Sendable {
         mapSizeNow = Mutex(info.me_mapsize)
     }
 
-    deinit {
-        mdb_env_close(handle)
-        _ = Self.registry.withLock { $0.remove(registryKey) }
+    deinit { close() }
+
+    /// Closes the environment once its running transactions end; later transactions throw `isClosed`.
+    /// The path may then be opened again in this process.
+    public func close() {
+        resizeLock.withExclusive {
+            guard !isClosed.exchange(true, ordering: .sequentiallyConsistent) else { return }
+            mdb_env_close(handle)
+            _ = Self.registry.withLock { $0.remove(registryKey) }
+        }
+    }
+
+    private func checkOpen() throws(LMDBError) {
+        if isClosed.load(ordering: .sequentiallyConsistent) { throw LMDBError(.closed, path: path) }
     }
 
     /// The database opened under `name` (one of the names given to `init`).
@@ -141,6 +155,7 @@ public final class Environment: @unchecked Sendable {
     public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
         while true {
             let outcome: R? = try resizeLock.withShared {
+                try checkOpen()
                 var raw: OpaquePointer?
                 let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &raw)
                 if rc == MDB_MAP_RESIZED { return nil }
@@ -161,6 +176,7 @@ public final class Environment: @unchecked Sendable {
             while true {
                 do {
                     let result: R? = try resizeLock.withShared {
+                        try checkOpen()
                         var raw: OpaquePointer?
                         let rc = mdb_txn_begin(handle, nil, 0, &raw)
                         if rc == MDB_MAP_RESIZED { return nil }
@@ -188,6 +204,7 @@ public final class Environment: @unchecked Sendable {
     /// Doubles the map. Called with no transaction of this process open.
     private func grow() throws(LMDBError) {
         try resizeLock.withExclusive { () throws(LMDBError) in
+            try checkOpen()
             let next = mapSizeNow.withLock { $0 } * 2
             try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize", path: path)
             var info = MDB_envinfo()

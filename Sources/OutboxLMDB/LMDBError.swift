@@ -21,6 +21,8 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
         case doesNotExist
         /// A key longer than LMDB accepts (511 bytes by default).
         case keyTooLong(Int)
+        /// The environment was closed.
+        case closed
     }
 
     let kind: Kind
@@ -49,6 +51,8 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
     public var isMissingDatabase: Bool { if case .missingDatabase = kind { return true } else { return false } }
     /// The log does not exist (read-only open of a missing path).
     public var isDoesNotExist: Bool { kind == .doesNotExist }
+    /// The environment was closed.
+    public var isClosed: Bool { kind == .closed }
     /// LMDB found an invalid page or file header (`MDB_CORRUPTED`, `MDB_INVALID`, `MDB_PAGE_NOTFOUND`, `MDB_VERSION_MISMATCH`).
     public var isDamage: Bool {
         guard case .lmdb(let code, _) = kind else { return false }
@@ -76,6 +80,8 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
             return "\(path): no log here (nothing is created by a read-only open)"
         case .keyTooLong(let length):
             return "\(path): a key of \(length) bytes is longer than LMDB accepts"
+        case .closed:
+            return "\(path): the environment is closed"
         }
     }
 }

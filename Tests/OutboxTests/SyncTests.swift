@@ -78,3 +78,19 @@ struct DecisionCheckTests {
         }
     }
 }
+
+@Suite("Misuse (R4.9)")
+struct SyncMisuseTests {
+    @Test("sync throws only for misuse: no transport, or a closed client")
+    func misuse() async throws {
+        try await withTemporaryLog { path in
+            let bare = try await openClient(path)
+            await #expect(throws: OutboxError(.noTransport, "")) { try await bare.sync() }
+            bare.close()
+            let client = try await openClient(path, transport: SimulatedInstance())
+            #expect(try await client.sync().verdicts.isEmpty)
+            client.close()
+            await #expect(throws: OutboxError.closed) { try await client.sync() }
+        }
+    }
+}

@@ -66,10 +66,11 @@ public final class OutboxClient: Sendable {
     }
 
     /// Stops the client: later calls throw `.closed`, a running pass records nothing more, the status
-    /// keeps its last value and the streams end. The log stays as it is.
+    /// keeps its last value and the streams end. The log stays as it is, and may be opened again.
     public func close() {
         guard !isClosed.exchange(true, ordering: .sequentiallyConsistent) else { return }
         log.observeCommits(nil)
+        log.close()
         syncState.withLock { state in
             state.timer?.cancel()
             state.timer = nil

@@ -133,6 +133,9 @@ package final class EventLog: Sendable {
         }
     }
 
+    /// Closes the LMDB environment once running transactions end: the path can be opened again.
+    package func close() { environment.close() }
+
     /// Calls `observer` after every commit of the group committer with the events it committed, on the
     /// writer's queue (status and the events stream are fed from here).
     func observeCommits(_ observer: (@Sendable ([RecordedEvent]) -> Void)?) {

@@ -35,9 +35,6 @@ package final class GroupCommitter: Sendable {
     /// Lets the writer go on after `suspend()`.
     package func resume() { queue.resume() }
 
-    /// Returns once the writer has finished what it was given (and let go of what it held for it).
-    package func barrier() { queue.sync {} }
-
     func submit(_ job: Job, to log: EventLog) {
         let schedule = state.withLock { state -> Bool in
             state.jobs.append(job)

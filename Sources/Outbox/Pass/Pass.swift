@@ -50,7 +50,7 @@ struct Pass {
             }
             guard !outgoing.isEmpty else { continue }
             let sent = outgoing.map { AttemptStarted.Sent(id: $0.id, idempotencyKey: $0.idempotencyKey) }
-            try await log.append(sync: .withoutMetaSync) { try $0.append(.attemptStarted(AttemptStarted(passId: id, writes: sent))) }
+            _ = try await log.append(sync: .withoutMetaSync) { try $0.append(.attemptStarted(AttemptStarted(passId: id, writes: sent))) }
             let answer = await transport.send(OutgoingBatch(writes: outgoing, isAtomic: batch.isAtomic), accessToken: token)
             try checkAlive()
             let writes = outgoing.map(\.id)
@@ -80,7 +80,7 @@ struct Pass {
         if let passId {
             try checkAlive()
             let stoppedBy = stoppedBy
-            try await log.append(sync: .withoutMetaSync) { try $0.append(.passEnded(PassEnded(passId: passId, stoppedBy: stoppedBy))) }
+            _ = try await log.append(sync: .withoutMetaSync) { try $0.append(.passEnded(PassEnded(passId: passId, stoppedBy: stoppedBy))) }
         }
         report.stoppedBy = stoppedBy
         report.retryAfter = stoppedBy?.retryAfter

@@ -83,6 +83,7 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Wraps an LMDB error, keeping its message (which names the file).
     static func storage(_ error: LMDBError) -> OutboxError {
         if error.isAlreadyOpen { return OutboxError(.alreadyOpen, error.description) }
+        if error.isClosed { return OutboxError(.closed, "the outbox client is closed") }
         if error.isDoesNotExist { return OutboxError(.doesNotExist, error.description) }
         if error.isDamage || error.isMissingDatabase { return OutboxError(.damaged, error.description) }
         return OutboxError(.storage, error.description)
