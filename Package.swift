@@ -28,14 +28,16 @@ let package = Package(
         .target(name: "Outbox", dependencies: ["OutboxLMDB"]),
         // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance.
         .target(name: "OutboxScenario", dependencies: ["Outbox"]),
+        // `outbox simulate`: the deterministic simulation with faults (TESTING.md §1).
+        .target(name: "OutboxSimulation", dependencies: ["Outbox"]),
         // The `outbox` command-line tool.
-        .executableTarget(name: "OutboxCLI", dependencies: ["Outbox", "OutboxScenario"]),
+        .executableTarget(name: "OutboxCLI", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation"]),
         // Benchmarks: each figure beside a raw LMDB baseline measured in the same run.
         .executableTarget(
             name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB"], path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"]),
-        .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxScenario"]),
+        .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -27,6 +27,8 @@ enum Commands {
           replay  <log> [--until SEQ] [--json]          the queue and verdict table as they stood after SEQ
           replay  <log> --check-decisions               re-runs the replayer's decisions over the recorded answers
           scenario <file> [--json]                      runs a scenario (SCENARIOS.md) against the simulated instance
+          simulate (--seed S | --seeds N [--start S] | --regressions FILE) [--steps L] [--seconds T]
+                                                       the deterministic simulation with faults
           demo                                          queues writes, syncs them against the simulated instance,
                                                        shows the reports, the status and one write's history
 
@@ -88,6 +90,19 @@ enum Commands {
             transcript, or with --json one JSON document. Exit 0 when every expectation held, 1 when one did
             not (each failure printed), 2 when the file is not a valid scenario (naming the step and field).
             """,
+        "simulate": """
+            usage: outbox simulate --seed S [--steps L]
+                   outbox simulate [--seeds N] [--start S] [--regressions FILE] [--steps L] [--seconds T] [--jobs J]
+
+            Runs the deterministic simulation (TESTING.md section 1): per seed, a random workload of users,
+            writes and queue calls against the simulated instance behind a faulty network (drops, lost
+            responses, duplicates, delayed copies, 5xx, Retry-After, 401, 42501, refusals, schema cache,
+            malformed bodies) with crashes, then a healing phase, checking invariants I1-I11. --seed runs
+            one seed twice (I11) and prints its trace; --seeds runs N seeds from --start (1), --regressions
+            the seeds listed in FILE (one per line, # comments), within --seconds. Prints each failing seed
+            with 'reproduce: outbox simulate --seed S', and a closing line 'sim: N seeds, F failed'.
+            Exit 0 when none failed, 1 otherwise.
+            """,
         "demo": """
             usage: outbox demo [--keep DIR]
 
@@ -124,6 +139,7 @@ enum Commands {
             case "verify": return try verify(rest)
             case "scenario": return try await scenario(rest)
             case "demo": return try await demo(rest)
+            case "simulate": return try await simulate(rest)
             default: return try replay(rest)
             }
         } catch let error as UsageError {

@@ -26,6 +26,9 @@ public final class OutboxClient: Sendable {
     struct Session {
         var user: String?
         var accessToken: String?
+        /// Whether the app settled the session in this client: the token lives in memory only, so a
+        /// client opened on a log whose session names a user sends nothing until then (R7.3).
+        var settledHere = false
     }
 
     private init(log: EventLog, transport: (any OutboxTransport)?, configuration: OutboxConfiguration, user: String?) {
@@ -59,6 +62,7 @@ public final class OutboxClient: Sendable {
         let log = try EventLog(path: path, options: options)
         let user = try log.read { try $0.session()?.user }
         let client = OutboxClient(log: log, transport: transport, configuration: configuration, user: user)
+        if let deadline = try log.retryAfterDeadline() { client.syncState.withLock { $0.retryAfterUntil = deadline } }
         log.observeCommits { [weak client] events in client?.didCommit(events) }
         client.refreshStatus()
         client.trigger(.opened)
@@ -109,6 +113,7 @@ public final class OutboxClient: Sendable {
         session.withLock {
             $0.user = user
             $0.accessToken = accessToken
+            $0.settledHere = true
         }
         refreshStatus()
         trigger(.sessionSettled)
@@ -124,6 +129,12 @@ public final class OutboxClient: Sendable {
     }
 
     var accessToken: String? { session.withLock { $0.accessToken } }
+
+    /// Whether a pass may send now: the session was settled in this client (its token known), or no
+    /// user is signed in and writes are anonymous.
+    var canSend: Bool {
+        session.withLock { $0.settledHere || ($0.user == nil && !configuration.requiresUser) }
+    }
 
     // MARK: - Writes
 

@@ -77,10 +77,20 @@ extension OutboxClient {
     }
 
     private func runScheduledPass(table: String?) async -> Result<SyncReport, OutboxError> {
-        let automatic = syncState.withLock { state -> Bool in
+        let now = configuration.clock.now()
+        let (automatic, held) = syncState.withLock { state -> (Bool, Bool) in
             let automatic = state.waiting.removeValue(forKey: table)?.automatic ?? false
-            state.isSyncing = true
-            return automatic
+            // An automatic pass that waited behind another checks the gates again: that one may have
+            // armed a backoff, received a Retry-After or spent the offline attempt (R5.3, R5.4).
+            let held = automatic
+                && (state.timer != nil || state.retryAfterUntil.map { $0 > now } == true
+                    || (state.monitorOnline == false && state.offlineAttemptSpent) || state.networkDisabled)
+            if !held { state.isSyncing = true }
+            return (automatic, held)
+        }
+        if held {
+            if let until = syncState.withLock({ $0.timer == nil ? $0.retryAfterUntil : nil }), until > now { armTimer(at: until) }
+            return .success(SyncReport())
         }
         refreshStatus()
         let result: Result<SyncReport, OutboxError>
@@ -100,7 +110,7 @@ extension OutboxClient {
     private func runPass(table: String?, automatic: Bool) async throws -> SyncReport {
         try checkOpen()
         guard let transport, let user = try? owner() else { return SyncReport() }
-        if syncState.withLock({ $0.networkDisabled }) {
+        if syncState.withLock({ $0.networkDisabled }) || !canSend {
             var report = SyncReport()
             report.remainingCount = try log.read { try $0.counters(user: user).pending }
             return report

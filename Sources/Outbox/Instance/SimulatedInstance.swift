@@ -56,7 +56,9 @@ public final class SimulatedInstance: OutboxTransport {
     }
 
     /// The error a failed row read throws.
-    public struct ReadFailed: Error, Hashable, Sendable {}
+    public struct ReadFailed: Error, Hashable, Sendable {
+        public init() {}
+    }
 
     private struct Identity: Hashable {
         var origin: Origin
@@ -81,6 +83,9 @@ public final class SimulatedInstance: OutboxTransport {
 
     /// Appends answers to the script.
     public func script(_ answers: [Scripted]) { state.withLock { $0.script += answers } }
+
+    /// Drops the script entries not used yet.
+    public func clearScript() { state.withLock { $0.script = [] } }
 
     /// Script entries not used yet.
     public var unusedScript: [Scripted] { state.withLock { $0.script } }

@@ -156,21 +156,55 @@ package final class EventLog: Sendable {
     /// Calls `body` with every event from `from` through `to`, in order, decoding each; a damaged record
     /// throws `OutboxError` (`.damaged`) naming its sequence. `body` returns false to stop.
     package func forEachEvent(from: UInt64 = 1, to: UInt64 = .max, _ body: (RecordedEvent) throws -> Bool) throws {
-        let path = self.path
         try storageErrors {
+            try environment.read { txn in try forEachEvent(in: txn.unsafeAccess, from: from, to: to, body) }
+        }
+    }
+
+    /// `forEachEvent` inside a transaction the caller holds (a consistent snapshot with other reads).
+    func forEachEvent(
+        in access: some ReadableTransaction, from: UInt64 = 1, to: UInt64 = .max, _ body: (RecordedEvent) throws -> Bool
+    ) throws {
+        let path = self.path
+        try access.withCursor(logDatabase) { cursor in
+            var entry = try cursor.seek(atLeast: Key.id(from))
+            while let current = entry {
+                guard current.key.count == 8 else {
+                    throw OutboxError.damaged(path: path, "a log key is \(current.key.count) bytes, not 8")
+                }
+                let sequence = Key.readBigEndian(current.key)
+                if sequence > to { return }
+                let event = try Self.decode(current.value, sequence: sequence, path: path)
+                guard try body(event) else { return }
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    /// The latest Retry-After deadline among the passes that ended in the last `limit` events (a
+    /// Retry-After is capped at an hour, so the search stops at events older than that): a new client
+    /// keeps honouring what an earlier run was told (R5.3).
+    package func retryAfterDeadline(within limit: Int = 10_000) throws -> Timestamp? {
+        let path = self.path
+        return try storageErrors {
             try environment.read { txn in
-                try txn.withCursor(logDatabase) { cursor in
-                    var entry = try cursor.seek(atLeast: Key.id(from))
-                    while let current = entry {
-                        guard current.key.count == 8 else {
-                            throw OutboxError.damaged(path: path, "a log key is \(current.key.count) bytes, not 8")
+                try txn.withCursor(logDatabase) { cursor -> Timestamp? in
+                    var entry = try cursor.last()
+                    var looked = 0
+                    var newest: Timestamp?
+                    var deadline: Timestamp?
+                    while let current = entry, looked < limit {
+                        let recorded = try Self.decode(current.value, sequence: Key.readBigEndian(current.key), path: path)
+                        if newest == nil { newest = recorded.at }
+                        if let newest, recorded.at < newest.adding(seconds: -RetryAfter.cap) { break }
+                        if case .passEnded(let ended) = recorded.event, let seconds = ended.stoppedBy?.retryAfter, seconds > 0 {
+                            let until = recorded.at.adding(seconds: seconds)
+                            deadline = max(deadline ?? until, until)
                         }
-                        let sequence = Key.readBigEndian(current.key)
-                        if sequence > to { return }
-                        let event = try Self.decode(current.value, sequence: sequence, path: path)
-                        guard try body(event) else { return }
-                        entry = try cursor.next()
+                        looked += 1
+                        entry = try cursor.previous()
                     }
+                    return deadline
                 }
             }
         }

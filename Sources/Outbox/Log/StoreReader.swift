@@ -22,6 +22,18 @@ struct StoreReader {
         return entry.state.isAnswered
     }
 
+    /// Pending but held (R2.2, R4.2): a write it depends on is not settled, or (in an atomic group, which
+    /// goes whole, R4.5) a write another member depends on outside the group is not.
+    func isWaiting(_ entry: WriteEntry) throws -> Bool {
+        guard let group = entry.atomicGroup else { return try entry.dependencies.contains { try !isSettled($0) } }
+        let members = (0..<UInt64(group.count)).map { WriteID(group.first.rawValue + $0) }
+        for member in members {
+            guard let other = try self.entry(member) else { continue }
+            if try other.dependencies.contains(where: { id in try !members.contains(id) && !isSettled(id) }) { return true }
+        }
+        return false
+    }
+
     /// The settled session: its user and whether the identity block is latched (R7.3).
     func session() throws -> SessionSettled? {
         guard let bytes = try value(.meta, MetaKey.session) else { return nil }

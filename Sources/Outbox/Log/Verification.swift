@@ -17,13 +17,18 @@ extension EventLog {
     /// Re-reads every event (checksums, no gaps from 1), folds them into fresh projections in memory,
     /// and compares those with the stored ones byte for byte. Writes nothing.
     package func verify() throws -> VerifyReport {
+        // One read transaction for the fold and the comparison: a commit in between would look like a difference.
+        try storageErrors { try environment.read { txn in try verify(in: txn.unsafeAccess) } }
+    }
+
+    private func verify(in access: ReadAccess) throws -> VerifyReport {
         let path = self.path
         var fresh = MemoryProjections()
         var expected: UInt64 = 1
         var count = 0
         do {
             var projector = Projector(store: fresh)
-            try forEachEvent { event in
+            try forEachEvent(in: access) { event in
                 guard event.sequence == expected else {
                     throw OutboxError.damaged(path: path, "sequence \(expected) is missing (the next event is \(event.sequence))", sequence: expected)
                 }
@@ -38,39 +43,37 @@ extension EventLog {
             return VerifyReport(events: count, problem: error.message, sequence: error.sequence)
         }
         if count == 0 { return VerifyReport(events: 0, problem: "\(path): the log holds no events", sequence: nil) }
-        let difference = try storageErrors {
-            try environment.read { txn -> String? in
-                let access = txn.unsafeAccess
-                for table in ProjectionTable.allCases {
-                    let rebuilt = fresh.sortedEntries(table)
-                    var index = 0
-                    var found: String?
-                    try access.forEach(environment.database(table.rawValue), prefix: []) { key, value in
-                        guard index < rebuilt.count else {
-                            found = "projection '\(table.rawValue)' holds key \(hex(key)), which a rebuild does not"
-                            return false
-                        }
-                        let (freshKey, freshValue) = rebuilt[index]
-                        if !freshKey.elementsEqual(key) {
-                            found = "projection '\(table.rawValue)' holds key \(hex(key)) where a rebuild has \(hex(freshKey))"
-                            return false
-                        }
-                        if !freshValue.elementsEqual(value) {
-                            found = "projection '\(table.rawValue)' differs from a rebuild at key \(hex(key))"
-                            return false
-                        }
-                        index += 1
-                        return true
-                    }
-                    if let found { return "\(path): \(found)" }
-                    if index < rebuilt.count {
-                        return "\(path): projection '\(table.rawValue)' lacks key \(hex(rebuilt[index].key)), which a rebuild has"
-                    }
+        let difference = try firstDifference(fresh, access)
+        return VerifyReport(events: count, problem: difference.map { "\(path): \($0)" }, sequence: nil)
+    }
+
+    /// The first place the stored projections differ from `fresh`, or nil.
+    private func firstDifference(_ fresh: MemoryProjections, _ access: ReadAccess) throws -> String? {
+        for table in ProjectionTable.allCases {
+            let rebuilt = fresh.sortedEntries(table)
+            var index = 0
+            var found: String?
+            try access.forEach(environment.database(table.rawValue), prefix: []) { key, value in
+                guard index < rebuilt.count else {
+                    found = "projection '\(table.rawValue)' holds key \(hex(key)), which a rebuild does not"
+                    return false
                 }
-                return nil
+                let (freshKey, freshValue) = rebuilt[index]
+                if !freshKey.elementsEqual(key) {
+                    found = "projection '\(table.rawValue)' holds key \(hex(key)) where a rebuild has \(hex(freshKey))"
+                    return false
+                }
+                if !freshValue.elementsEqual(value) {
+                    found = "projection '\(table.rawValue)' differs from a rebuild at key \(hex(key))"
+                    return false
+                }
+                index += 1
+                return true
             }
+            if let found { return found }
+            if index < rebuilt.count { return "projection '\(table.rawValue)' lacks key \(hex(rebuilt[index].key)), which a rebuild has" }
         }
-        return VerifyReport(events: count, problem: difference, sequence: nil)
+        return nil
     }
 
     /// The queue and verdict table as they stood just after event `sequence` (R8.4): the log folded

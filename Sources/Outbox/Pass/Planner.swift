@@ -54,7 +54,7 @@ struct Planner {
         try forEachCandidate(reader, skippingDone: false) { id, entry in
             if let horizon, id > horizon {
                 behind += 1
-            } else if entry.state == .pending, try !isReady(entry, besides: [], reader) {
+            } else if entry.state == .pending, try reader.isWaiting(entry) {
                 held += 1
             }
             return true

@@ -45,7 +45,7 @@ extension QueuedWrite {
             if user == entry.user {
                 state = .blocked(.identityChanged, refusal: nil)
             } else {
-                waiting = try entry.dependencies.contains { try !reader.isSettled($0) }
+                waiting = try reader.isWaiting(entry)
             }
         }
         return QueuedWrite(

@@ -1,0 +1,465 @@
+public import Foundation
+public import Outbox
+internal import Synchronization
+
+/// What one seed of the simulation found.
+public struct SimulationResult: Sendable {
+    public let seed: UInt64
+    public let steps: Int
+    /// Invariants broken (empty when the seed passed), each naming its invariant (I1 … I11).
+    public let failures: [String]
+    /// A hash of everything that happened: the same seed gives the same hash (I11).
+    public let traceHash: UInt64
+    public let enqueued: Int
+    public let applied: Int
+    public let requests: Int
+    public let crashes: Int
+    public let rates: String
+
+    public var passed: Bool { failures.isEmpty }
+}
+
+/// The deterministic simulation of TESTING.md §1: per seed, a random workload of users, writes and
+/// queue calls against the simulated instance behind a faulty network, with crashes, on a simulated
+/// clock; then a healing phase; every invariant checked against the simulator's own record.
+public enum Simulator {
+    /// The default number of steps per seed.
+    public static let defaultSteps = 80
+
+    public static func run(seed: UInt64, steps: Int = defaultSteps) async -> SimulationResult {
+        let folder = NSTemporaryDirectory() + "outbox-sim-\(seed)-" + UUID().uuidString
+        // OUTBOX_SIM_KEEP=1 keeps a failing seed's log for `outbox log` and `outbox history`.
+        let keep = ProcessInfo.processInfo.environment["OUTBOX_SIM_KEEP"] != nil
+        var run = SimulationRun(seed: seed, folder: folder)
+        var failures: [String] = []
+        do {
+            try await run.start()
+            for step in 0..<steps {
+                try await run.step(step)
+                if run.failures.count > 0 { break }
+            }
+            if run.failures.isEmpty { try await run.heal() }
+            if run.failures.isEmpty { try await run.checkEnd() }
+        } catch {
+            run.failures.append("an unexpected error at step \(run.stepIndex): \(error)")
+        }
+        failures = run.failures + run.transport.state.withLock { $0.violations }
+        run.close()
+        if keep && !failures.isEmpty {
+            failures.append("the log is kept in \(folder)")
+        } else {
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+        let trace = run.transport.state.withLock { $0.trace.hash } ^ run.trace.hash
+        return SimulationResult(
+            seed: seed, steps: steps, failures: Array(failures.prefix(20)), traceHash: trace, enqueued: run.writes.count,
+            applied: run.transport.instance.applied.count, requests: run.transport.state.withLock { $0.requests },
+            crashes: run.crashes, rates: run.rates.description)
+    }
+}
+
+/// One write as the simulator recorded it when its enqueue returned.
+struct SimWrite {
+    var id: WriteID
+    var user: String
+    var table: String
+    var key: JSONValue
+    var body: JSONValue
+    /// What it depends on in the simulator's own view: its dependsOn, and earlier writes of its user to
+    /// the same row the simulator did not know to be settled (a subset of the library's `follows`).
+    var dependencies: [WriteID]
+}
+
+struct SimulationRun {
+    let seed: UInt64
+    let folder: String
+    var rng: SplitMix
+    let rates: FaultRates
+    let clock = ManualClock()
+    let random: SeededRandomSource
+    let transport: FaultyTransport
+    var configuration: OutboxConfiguration
+    var client: OutboxClient?
+    var users: [String] = []
+    var user: String?
+    var tokenSerial = 0
+    var writes: [WriteID: SimWrite] = [:]
+    var order: [WriteID] = []
+    /// Writes the app took out (discard, withdraw, clear), with how many writes the instance had applied then.
+    var removed: [WriteID: Int] = [:]
+    /// Answered writes the app took or forgot: each must have been applied.
+    var taken: Set<WriteID> = []
+    var failures: [String] = []
+    var trace = Trace()
+    var crashes = 0
+    var stepIndex = 0
+    var eventTexts: [Task<[String], Never>] = []
+    var errorTexts: [String] = []
+    var statusTexts: [String] = []
+    var currentToken: String?
+
+    init(seed: UInt64, folder: String) {
+        self.seed = seed
+        self.folder = folder
+        var rng = SplitMix(state: seed)
+        rates = FaultRates(&rng)
+        transport = FaultyTransport(rng: SplitMix(state: rng.next()), rates: rates, clock: clock)
+        random = SeededRandomSource(seed: rng.next())
+        var configuration = OutboxConfiguration(
+            autoSync: rng.chance(0.5), maxRefusals: 2 + rng.below(4), batchSize: 1 + rng.below(6), durability: .noSync)
+        configuration.clock = clock
+        configuration.random = random
+        configuration.crashPlan = nil
+        if rng.chance(0.1) { configuration.initialMapSize = 256 << 10 }
+        self.configuration = configuration
+        users = (0..<(1 + rng.below(4))).map { "user\($0)" }
+        self.rng = rng
+    }
+
+    // MARK: - Lifecycle
+
+    mutating func start() async throws {
+        try open()
+        trace.add("config autoSync=\(configuration.autoSync) batch=\(configuration.batchSize) max=\(configuration.maxRefusals) users=\(users.count)")
+    }
+
+    private mutating func open() throws {
+        let client = try OutboxClient.open(path: folder, transport: transport, configuration: configuration)
+        self.client = client
+        let events = client.events
+        eventTexts.append(Task { var texts: [String] = []; for await event in events { texts.append("\(event)") }; return texts })
+    }
+
+    func close() {
+        client?.close()
+    }
+
+    var outbox: OutboxClient { client! }
+
+    // MARK: - Steps
+
+    mutating func step(_ index: Int) async throws {
+        stepIndex = index
+        if rng.chance(rates.crash) { try await crash() }
+        let roll = rng.below(100)
+        switch roll {
+        case 0..<34: try await enqueue()
+        case 34..<38: try await enqueueGroup()
+        case 38..<52: try await sync()
+        case 52..<62: try await advance(seconds: [0.5, 1, 2, 5, 30, 120][rng.below(6)])
+        case 62..<67: try await signIn(users[rng.below(users.count)])
+        case 67..<69: try await signOut()
+        case 69..<71: expireToken()
+        case 71..<74: await network()
+        case 74..<78: try await release()
+        case 78..<81: try await withdraw()
+        case 81..<85: try await discard()
+        case 85..<89: try await takeOrForget()
+        case 89..<90: try await clear()
+        case 90..<92: try await rebuild()
+        default: try await advance(seconds: 0)
+        }
+        await outbox.idle()
+        transport.state.withLock { $0.checkTokens() }
+        statusTexts.append("\(outbox.syncStatus.value)")
+        if index % 25 == 24 { try await verify("I6 (every 25 steps)") }
+    }
+
+    private mutating func call<R>(_ what: String, _ body: (OutboxClient) async throws -> R) async throws -> R? {
+        let client = outbox
+        do {
+            let result = try await body(client)
+            trace.add("\(what) ok")
+            return result
+        } catch let error as OutboxError {
+            errorTexts.append("\(error)")
+            trace.add("\(what) \(error.code)")
+            let expected: Set<OutboxError.Code> = [.noUser, .notFound, .networkDisabled, .rowReadFailed, .invalidWrite]
+            if !expected.contains(error.code) { failures.append("step \(stepIndex): \(what) threw \(error.code): \(error)") }
+            return nil
+        }
+    }
+
+    private mutating func newWrite() -> (Write, deps: [WriteID]) {
+        let table = ["todos", "lists"][rng.below(2)]
+        let key: JSONValue = ["id": .int(Int64(1 + rng.below(6)))]
+        let ops: [Outbox.Operation] = [.insert, .update, .upsert, .delete, .custom("complete")]
+        let op = ops[rng.below(ops.count)]
+        let body: JSONValue = op == .delete ? [:] : ["title": .string("t\(rng.below(1000))")]
+        var explicit: [WriteID] = []
+        if let user, rng.chance(0.2) {
+            let own = order.filter { writes[$0]!.user == user }
+            if !own.isEmpty { explicit = [own[rng.below(own.count)]] }
+        }
+        return (Write(table: table, operation: op, key: key, body: body, dependsOn: explicit), explicit)
+    }
+
+    private func settledInMyView(_ id: WriteID) -> Bool {
+        removed[id] != nil || transport.instance.applied.contains { $0.id == id }
+    }
+
+    private mutating func record(_ id: WriteID, _ write: Write, explicit: [WriteID]) {
+        guard let user else { return }
+        let sameRow = order.filter { other in
+            let w = writes[other]!
+            return w.user == user && w.table == write.table && w.key == write.key && !settledInMyView(other)
+        }
+        writes[id] = SimWrite(id: id, user: user, table: write.table, key: write.key, body: write.body, dependencies: Array(Set(explicit + sameRow)).sorted())
+        order.append(id)
+        transport.state.withLock { $0.owners[id] = user }
+    }
+
+    mutating func enqueue() async throws {
+        let (write, explicit) = newWrite()
+        guard let id = try await call("enqueue", { outbox in try await outbox.enqueue(write) }) else { return }
+        if user == nil { failures.append("I1: an enqueue with no user signed in returned \(id)") }
+        record(id, write, explicit: explicit)
+    }
+
+    mutating func enqueueGroup() async throws {
+        let group = (0..<(2 + rng.below(2))).map { _ in newWrite() }
+        guard let ids = try await call("enqueueGroup", { outbox in try await outbox.enqueue(contentsOf: group.map(\.0), atomic: true) }) else { return }
+        for (id, (write, explicit)) in zip(ids, group) { record(id, write, explicit: explicit) }
+    }
+
+    mutating func sync() async throws {
+        transport.state.withLock { $0.appSyncRunning = true }
+        let table = rng.chance(0.2) ? "todos" : nil
+        let report = try await call("sync", { outbox in try await outbox.sync(table: table) })
+        transport.state.withLock { $0.appSyncRunning = false }
+        if let report { trace.add("report \(report.syncedCount) \(report.rejectedCount) \(report.remainingCount)") }
+    }
+
+    mutating func advance(seconds: Double) async throws {
+        let target = clock.now().adding(seconds: seconds)
+        while let due = clock.nextDue, due <= target {
+            clock.set(due)
+            await outbox.idle()
+        }
+        clock.set(target)
+    }
+
+    mutating func signIn(_ name: String) async throws {
+        tokenSerial += 1
+        let token = Self.token(subject: name, serial: tokenSerial)
+        transport.state.withLock { state in
+            state.tokenUsers[token] = name
+            state.validTokens.insert(token)
+        }
+        if try await call("signIn", { outbox in try await outbox.settleSession(user: name, accessToken: token) }) != nil {
+            user = name
+            currentToken = token
+        }
+    }
+
+    /// A JWT-shaped token naming `subject`, with a canary in its signature (I10).
+    static func token(subject: String, serial: Int) -> String {
+        func base64URL(_ text: String) -> String {
+            Data(text.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        }
+        return base64URL(#"{"alg":"HS256"}"#) + "." + base64URL(#"{"sub":"\#(subject)","n":\#(serial)}"#) + ".TOKEN-CANARY-\(serial)"
+    }
+
+    mutating func signOut() async throws {
+        if try await call("signOut", { outbox in try await outbox.settleSession(user: nil, accessToken: nil) }) != nil {
+            user = nil
+            currentToken = nil
+        }
+    }
+
+    mutating func expireToken() {
+        guard let token = currentToken else { return }
+        transport.state.withLock { _ = $0.validTokens.remove(token) }
+        trace.add("expire")
+    }
+
+    mutating func network() async {
+        switch rng.below(4) {
+        case 0: await outbox.disableNetwork()
+        case 1: await outbox.enableNetwork()
+        case 2: outbox.connectivityChanged(online: false)
+        default: outbox.connectivityChanged(online: true)
+        }
+    }
+
+    private mutating func pick(_ matching: (QueuedWrite) -> Bool) async throws -> QueuedWrite? {
+        guard user != nil, let all = try await call("all", { outbox in try await outbox.queue.all() }) else { return nil }
+        let candidates = all.filter(matching)
+        return candidates.isEmpty ? nil : candidates[rng.below(candidates.count)]
+    }
+
+    mutating func release() async throws {
+        guard let write = try await pick({ ["refused", "blocked", "dead"].contains($0.state.name) }) else { return }
+        let id = write.id
+        _ = try await call("release", { outbox in try await outbox.queue.release(id) })
+    }
+
+    mutating func withdraw() async throws {
+        guard let write = try await pick({ $0.state.name == "blocked" }) else { return }
+        let id = write.id
+        if case .withdrawn? = try await call("withdraw", { outbox in try await outbox.queue.withdraw(id) }) {
+            removed[write.id] = transport.instance.applied.count
+        }
+    }
+
+    mutating func discard() async throws {
+        guard let write = try await pick({ ["refused", "dead"].contains($0.state.name) }) else { return }
+        let withDependents = rng.chance(0.5)
+        let id = write.id
+        if try await call("discard", { outbox in try await outbox.queue.discard(id, withDependents: withDependents) }) == true {
+            removed[write.id] = transport.instance.applied.count
+        }
+    }
+
+    mutating func takeOrForget() async throws {
+        guard user != nil else { return }
+        if rng.chance(0.5) {
+            if let answers = try await call("takeAnswered", { outbox in try await outbox.queue.takeAnswered() }) {
+                taken.formUnion(answers.map(\.id))
+            }
+        } else {
+            let before = Set(try await outbox.queue.all().filter { $0.state.isAnswered }.map(\.id))
+            _ = try await call("forgetAnswered", { outbox in try await outbox.queue.forgetAnswered() })
+            let after = Set(try await outbox.queue.all().map(\.id))
+            taken.formUnion(before.subtracting(after))
+        }
+    }
+
+    mutating func clear() async throws {
+        guard let user else { return }
+        let held = try await outbox.queue.all().map(\.id)
+        if try await call("clearLocalData", { outbox in try await outbox.clearLocalData(user: user) }) != nil {
+            for id in held where !(try await outbox.queue.all().contains { $0.id == id }) { removed[id] = transport.instance.applied.count }
+        }
+    }
+
+    mutating func rebuild() async throws {
+        _ = try await call("rebuild", { outbox in try await outbox.rebuild() })
+        try await verify("I6 (after a rebuild)")
+    }
+
+    /// Drops the client as a killed process would and opens a new one, signed in as before.
+    mutating func crash() async throws {
+        crashes += 1
+        await outbox.idle()
+        outbox.close()
+        client = nil
+        try open()
+        trace.add("crash")
+        if let user, let token = currentToken { _ = try await call("resettle", { outbox in try await outbox.settleSession(user: user, accessToken: token) }) }
+        try await checkDurable()
+        try await verify("I6 (after a reopen)")
+    }
+
+    // MARK: - Invariants
+
+    /// I1: every write whose enqueue returned is in the log, as it was made.
+    mutating func checkDurable() async throws {
+        for id in order {
+            let write = writes[id]!
+            let history = try await outbox.history(of: id)
+            guard case .writeQueued(let queued)? = history.first?.event, queued.user == write.user, queued.table == write.table,
+                queued.key == write.key, queued.body == write.body
+            else {
+                failures.append("I1: write \(id) is not in the log as it was made")
+                return
+            }
+        }
+    }
+
+    mutating func verify(_ context: String) async throws {
+        let report = try await outbox.verify()
+        if !report.isOK { failures.append("\(context): \(report)") }
+    }
+
+    /// Faults off, every user signed in once with a valid token, network on, until quiet.
+    mutating func heal() async throws {
+        transport.state.withLock { state in
+            state.faultsOn = false
+            state.retryAfterUntil = nil
+        }
+        await outbox.enableNetwork()
+        outbox.connectivityChanged(online: true)
+        for name in users {
+            try await signIn(name)
+            for _ in 0..<50 {
+                await outbox.idle()
+                transport.state.withLock { $0.appSyncRunning = true }
+                let report = try await outbox.sync()
+                transport.state.withLock { $0.appSyncRunning = false }
+                if report.verdicts.isEmpty && report.stoppedBy == nil { break }
+            }
+            try await advance(seconds: 3600)
+        }
+        await outbox.idle()
+    }
+
+    /// I2, I3, I6, I7, I8, I10 at the end.
+    mutating func checkEnd() async throws {
+        transport.state.withLock { $0.checkTokens() }
+        try await checkDurable()
+        try await verify("I2/I6 (at the end)")
+        let decisions = try outbox.log.checkDecisions()
+        if !decisions.isSame { failures.append("I7: \(decisions)") }
+        let applied = transport.instance.applied
+        var appliedAt: [WriteID: Int] = [:]
+        for (index, write) in applied.enumerated() {
+            if appliedAt[write.id] != nil { failures.append("I3: write \(write.id) was applied twice") }
+            appliedAt[write.id] = index
+            guard let mine = writes[write.id] else {
+                failures.append("I8: the instance applied write \(write.id), which was never enqueued")
+                continue
+            }
+            for dependency in mine.dependencies {
+                let before = appliedAt[dependency].map { $0 < index } ?? false
+                let removedBefore = removed[dependency].map { $0 <= index } ?? false
+                if !before && !removedBefore {
+                    failures.append("I4: write \(write.id) was applied before write \(dependency), which it depends on, was settled")
+                }
+            }
+        }
+        let queue = try outbox.everyWrite()
+        let held = Dictionary(uniqueKeysWithValues: queue.map { ($0.id, $0) })
+        for id in order {
+            if let write = held[id] {
+                switch write.state {
+                case .accepted, .merged, .conflicted:
+                    if appliedAt[id] == nil { failures.append("I8: write \(id) reads \(write.state.name) but the instance never applied it") }
+                case .pending:
+                    if !write.waiting { failures.append("I8: write \(id) is still sendable after healing") }
+                case .refused(let refusal):
+                    if !refusal.isFinal { failures.append("I8: write \(id) is still refused (not final) after healing") }
+                case .blocked, .dead:
+                    break
+                }
+            } else if taken.contains(id) {
+                if appliedAt[id] == nil { failures.append("I8: write \(id) was taken as answered but the instance never applied it") }
+            } else if removed[id] == nil {
+                failures.append("I8: write \(id) left the queue and the simulator does not know how (lost)")
+            }
+        }
+        try checkCanaries()
+    }
+
+    /// I10: token canaries appear nowhere; server-text canaries never in the status, events or errors.
+    mutating func checkCanaries() throws {
+        let data = FileManager.default.contents(atPath: folder + "/data.mdb") ?? Data()
+        if data.range(of: Data("TOKEN-CANARY".utf8)) != nil { failures.append("I10: a token canary is in data.mdb") }
+        let seen = statusTexts + errorTexts
+        for text in seen where text.contains("TOKEN-CANARY") || text.contains("SERVER-CANARY") {
+            failures.append("I10: a canary reached the status or an error: \(text.prefix(120))")
+            return
+        }
+    }
+
+    /// I10 over the events streams, once every client is closed.
+    mutating func checkEventCanaries() async {
+        for task in eventTexts {
+            for text in await task.value where text.contains("CANARY") {
+                failures.append("I10: a canary reached the events stream: \(text.prefix(120))")
+                return
+            }
+        }
+    }
+}
