@@ -22,14 +22,18 @@ struct StoreReader {
         return entry.state.isAnswered
     }
 
-    /// Pending but held (R2.2, R4.2): a write it depends on is not settled, or (in an atomic group, which
-    /// goes whole, R4.5) a write another member depends on outside the group is not.
+    /// Pending but held (R2.2, R4.2): a write it depends on is not settled; in an atomic group (which
+    /// goes whole, R4.5), a member that would go with it depends on a write that is neither settled nor
+    /// going too.
     func isWaiting(_ entry: WriteEntry) throws -> Bool {
         guard let group = entry.atomicGroup else { return try entry.dependencies.contains { try !isSettled($0) } }
-        let members = (0..<UInt64(group.count)).map { WriteID(group.first.rawValue + $0) }
-        for member in members {
-            guard let other = try self.entry(member) else { continue }
-            if try other.dependencies.contains(where: { id in try !members.contains(id) && !isSettled(id) }) { return true }
+        var going: [WriteID: WriteEntry] = [:]
+        for offset in 0..<UInt64(group.count) {
+            let member = WriteID(group.first.rawValue + offset)
+            if let other = try self.entry(member), other.state.isSendable { going[member] = other }
+        }
+        for other in going.values {
+            if try other.dependencies.contains(where: { id in try going[id] == nil && !isSettled(id) }) { return true }
         }
         return false
     }

@@ -35,7 +35,8 @@ struct Pass {
             if halves.isEmpty {
                 planned = try log.read { try planner.nextBatch($0) }
             } else {
-                planned = Planner.Batch(writes: halves.removeFirst())
+                let half = halves.removeFirst()
+                planned = Planner.Batch(writes: try log.read { try planner.stillReady(half, $0) })
             }
             guard let batch = planned else { break }
             let (outgoing, unmade) = try log.read { try requests(for: batch.writes, $0) }
@@ -114,7 +115,7 @@ struct Pass {
         var outgoing: [OutgoingWrite] = []
         var unmade: [(WriteID, String)] = []
         for id in ids {
-            guard let entry = try reader.entry(id), Planner.isSendable(entry.state) else { continue }
+            guard let entry = try reader.entry(id), entry.state.isSendable else { continue }
             let queued: WriteQueued
             do {
                 guard case .writeQueued(let found)? = try reader.record(entry.queuedSequence)?.event, found.id == id else {

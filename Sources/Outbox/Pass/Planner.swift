@@ -11,15 +11,6 @@ struct Planner {
         var isAtomic = false
     }
 
-    /// Whether a write in this state is sent by a pass: pending, or refused and not final (R3.1).
-    static func isSendable(_ state: WriteState) -> Bool {
-        switch state {
-        case .pending: return true
-        case .refused(let refusal): return !refusal.isFinal
-        default: return false
-        }
-    }
-
     /// The next batch: consecutive sendable writes in id order, each after what it depends on (in the
     /// batch or settled); an atomic group alone. Nil when nothing can be sent now.
     func nextBatch(_ reader: StoreReader) throws -> Batch? {
@@ -42,6 +33,18 @@ struct Planner {
             return batch.writes.count < batchSize
         }
         return batch.writes.isEmpty ? nil : batch
+    }
+
+    /// Of the writes of a split half (R4.5), those that may still go, in order: sendable, not answered
+    /// in this pass, and each after what it depends on (settled, or kept earlier in the half). The
+    /// other half may have been refused meanwhile.
+    func stillReady(_ ids: [WriteID], _ reader: StoreReader) throws -> [WriteID] {
+        var kept: [WriteID] = []
+        for id in ids where !done.contains(id) {
+            guard let entry = try reader.entry(id), entry.state.isSendable, try isReady(entry, besides: Set(kept), reader) else { continue }
+            kept.append(id)
+        }
+        return kept
     }
 
     /// Writes of the pass's scope still waiting on a dependency, and (with a table) the writes held
@@ -90,7 +93,7 @@ struct Planner {
         var stopped = false
         func visit(_ id: WriteID) throws -> Bool {
             if skippingDone && done.contains(id) { return true }
-            guard let entry = try reader.entry(id), Self.isSendable(entry.state) else { return true }
+            guard let entry = try reader.entry(id), entry.state.isSendable else { return true }
             if let table, entry.table != table { return true }
             return try body(id, entry)
         }
@@ -125,7 +128,7 @@ struct Planner {
         var members: [WriteID] = []
         for offset in 0..<UInt64(group.count) {
             let id = WriteID(group.first.rawValue + offset)
-            guard !done.contains(id), let entry = try reader.entry(id), Self.isSendable(entry.state) else { continue }
+            guard !done.contains(id), let entry = try reader.entry(id), entry.state.isSendable else { continue }
             members.append(id)
         }
         let memberSet = Set(members)

@@ -36,6 +36,15 @@ public enum WriteState: Hashable, Sendable {
         }
     }
 
+    /// Whether a pass sends a write in this state: pending, or refused and not final (R3.1).
+    public var isSendable: Bool {
+        switch self {
+        case .pending: return true
+        case .refused(let refusal): return !refusal.isFinal
+        default: return false
+        }
+    }
+
     /// The refusal this state carries, if any.
     public var refusal: Refusal? {
         switch self {
