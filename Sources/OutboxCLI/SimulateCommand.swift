@@ -22,19 +22,18 @@ extension Commands {
             say("sim: 1 seeds, \(failures.isEmpty ? 0 : 1) failed")
             return failures.isEmpty ? .success : .notSo
         }
-        var seeds: [UInt64] = []
+        var seeds: [(seed: UInt64, steps: Int)] = []
         if let file = args.option("regressions") {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw UsageError(message: "--regressions \(file): cannot read it") }
-            for line in text.split(separator: "\n") {
-                let word = line.split(separator: "#")[0].trimmingCharacters(in: .whitespaces)
-                if word.isEmpty { continue }
-                guard let seed = UInt64(word) else { throw UsageError(message: "--regressions \(file): '\(word)' is not a seed") }
-                seeds.append(seed)
+            do {
+                seeds = try RegressionSeeds.parse(text)
+            } catch {
+                throw UsageError(message: "--regressions \(file): \(error)")
             }
         }
         let count = try args.unsigned("seeds") ?? (seeds.isEmpty ? 100 : 0)
         let start = try args.unsigned("start") ?? 1
-        seeds += (0..<count).map { start + $0 }
+        seeds += (0..<count).map { (start + $0, steps) }
         let deadline = Date().addingTimeInterval(Double(try args.unsigned("seconds") ?? 86_400))
         let jobs = max(1, Int(try args.unsigned("jobs") ?? 2))
         var ran = 0
@@ -43,9 +42,9 @@ extension Commands {
         await withTaskGroup(of: SimulationResult.self) { group in
             func launch() {
                 guard next < seeds.endIndex, Date() < deadline else { return }
-                let seed = seeds[next]
+                let (seed, length) = seeds[next]
                 next += 1
-                group.addTask { await Simulator.run(seed: seed, steps: steps) }
+                group.addTask { await Simulator.run(seed: seed, steps: length) }
             }
             for _ in 0..<jobs { launch() }
             while let result = await group.next() {
@@ -54,7 +53,7 @@ extension Commands {
                     failed.append(result)
                     say("seed \(result.seed) failed:")
                     for failure in result.failures { say("  " + failure) }
-                    say("reproduce: outbox simulate --seed \(result.seed) --steps \(steps)")
+                    say("reproduce: outbox simulate --seed \(result.seed) --steps \(result.steps)")
                 }
                 launch()
             }

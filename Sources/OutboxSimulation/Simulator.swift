@@ -24,7 +24,7 @@ public struct SimulationResult: Sendable {
 /// clock; then a healing phase; every invariant checked against the simulator's own record.
 public enum Simulator {
     /// The default number of steps per seed.
-    public static let defaultSteps = 80
+    public static let defaultSteps = 200
 
     public static func run(seed: UInt64, steps: Int = defaultSteps) async -> SimulationResult {
         let folder = NSTemporaryDirectory() + "outbox-sim-\(seed)-" + UUID().uuidString
@@ -55,6 +55,25 @@ public enum Simulator {
             seed: seed, steps: steps, failures: Array(failures.prefix(20)), traceHash: trace, enqueued: run.writes.count,
             applied: run.transport.instance.applied.count, requests: run.transport.state.withLock { $0.requests },
             crashes: run.crashes, rates: run.rates.description)
+    }
+}
+
+/// The committed list of seeds the simulation once failed on: `seed steps` a line, `#` comments.
+public enum RegressionSeeds {
+    public struct Malformed: Error, CustomStringConvertible {
+        public let line: String
+        public var description: String { "'\(line)' is not 'seed steps'" }
+    }
+
+    public static func parse(_ text: String) throws -> [(seed: UInt64, steps: Int)] {
+        try text.split(separator: "\n").compactMap { line in
+            let words = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0].split(separator: " ")
+            if words.isEmpty { return nil }
+            guard let seed = UInt64(words[0]), words.count <= 2 else { throw Malformed(line: String(line)) }
+            let steps = words.count == 2 ? Int(words[1]) : Simulator.defaultSteps
+            guard let steps, steps > 0 else { throw Malformed(line: String(line)) }
+            return (seed, steps)
+        }
     }
 }
 
@@ -319,7 +338,7 @@ struct SimulationRun {
                 taken.formUnion(answers.map(\.id))
             }
         } else {
-            let before = Set(try await outbox.queue.all().filter { $0.state.isAnswered }.map(\.id))
+            let before = Set(try await outbox.queue.all().map(\.id))
             _ = try await call("forgetAnswered", { outbox in try await outbox.queue.forgetAnswered() })
             let after = Set(try await outbox.queue.all().map(\.id))
             taken.formUnion(before.subtracting(after))
@@ -348,6 +367,7 @@ struct SimulationRun {
         try open()
         trace.add("crash")
         if let user, let token = currentToken { _ = try await call("resettle", { outbox in try await outbox.settleSession(user: user, accessToken: token) }) }
+        await outbox.idle()
         try await checkDurable()
         try await verify("I6 (after a reopen)")
     }
