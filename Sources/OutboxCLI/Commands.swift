@@ -29,6 +29,7 @@ enum Commands {
           scenario <file> [--json]                      runs a scenario (SCENARIOS.md) against the simulated instance
           simulate (--seed S | --seeds N [--start S] | --regressions FILE) [--steps L] [--seconds T]
                                                        the deterministic simulation with faults
+          crash [--kills M] [--seed S]                 the SIGKILL crash harness: named crash points, random kills
           demo                                          queues writes, syncs them against the simulated instance,
                                                        shows the reports, the status and one write's history
 
@@ -103,6 +104,22 @@ enum Commands {
             with 'reproduce: outbox simulate --seed S', and a closing line 'sim: N seeds, F failed'.
             Exit 0 when none failed, 1 otherwise.
             """,
+        "crash": """
+            usage: outbox crash [--kills M] [--seed S] [--points LABEL,LABEL]
+
+            The crash harness (TESTING.md section 2). Worker processes ('outbox crash-worker') run a seeded
+            workload on a real log (enqueues, syncs against the simulated instance with lost responses,
+            rebuilds, user switches) and report each acknowledged enqueue and each apply at once. The
+            harness kills them at every named crash point x {1, 2, 3} (OUTBOX_CRASHPOINT=label#n), then M
+            times at random moments (0-60 ms, with a long tail) on one log, and checks after each death
+            that every acknowledged write is in the log and the log verifies, and at the end that every
+            acknowledged write was applied exactly once, in order. Prints 'crash: N points, M kills, 0 lost'.
+            """,
+        "crash-worker": """
+            usage: outbox crash-worker <log> --seed S --writes N --instance FILE
+
+            The crash harness's child process (see 'outbox crash --help'); not for use by hand.
+            """,
         "demo": """
             usage: outbox demo [--keep DIR]
 
@@ -140,6 +157,8 @@ enum Commands {
             case "scenario": return try await scenario(rest)
             case "demo": return try await demo(rest)
             case "simulate": return try await simulate(rest)
+            case "crash": return try await crash(rest)
+            case "crash-worker": return try await crashWorker(rest)
             default: return try replay(rest)
             }
         } catch let error as UsageError {

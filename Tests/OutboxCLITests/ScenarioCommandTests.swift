@@ -62,3 +62,13 @@ import Testing
         }
     }
 }
+
+@Suite struct CrashHarnessTests {
+    @Test("crash: workers killed at named points and at random lose nothing acknowledged (I1–I4)")
+    func crashHarness() throws {
+        let run = try outbox("crash", "--kills", "5", "--points", "enqueue.afterCommit,pass.afterSend,pass.answerBeforeCommit")
+        #expect(run.status == 0, "\(run.stdout)")
+        #expect(run.stdout.contains("crash: 9 points"))
+        #expect(run.stdout.contains("0 lost"))
+    }
+}

@@ -103,7 +103,7 @@ public final class OutboxClient: Sendable {
         let settled = SessionSettled(user: user, identityChanged: identityChanged)
         let newToken = session.withLock { $0.accessToken != accessToken } && accessToken != nil
         let random = configuration.random
-        try await log.append { appender in
+        try await log.append(crashPoint: .sessionBeforeCommit) { appender in
             if try appender.reader.session() != settled { try appender.append(.sessionSettled(settled)) }
             // A new token clears credentialRefused: those writes go on the next pass by themselves (R3.3).
             if let user, newToken, !identityChanged {

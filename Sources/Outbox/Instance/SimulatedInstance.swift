@@ -75,6 +75,7 @@ public final class SimulatedInstance: OutboxTransport {
         var siblings = 0
         var onCrash: (@Sendable () -> Void)?
         var unmakeable: Set<String> = []
+        var onApply: (@Sendable (Applied, IdempotencyKey) -> Void)?
     }
 
     private let state = Mutex(State())
@@ -92,6 +93,19 @@ public final class SimulatedInstance: OutboxTransport {
 
     /// What runs when a `crashAfterApply` entry is used (the scenario runner drops its client there).
     public func onCrash(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.onCrash = handler } }
+
+    /// Runs just before the instance applies a write (the crash harness records applies with it).
+    public func onApply(_ handler: @escaping @Sendable (Applied, IdempotencyKey) -> Void) { state.withLock { $0.onApply = handler } }
+
+    /// Takes as applied, answered accepted, a write an earlier run of the instance applied (the crash
+    /// harness restores the instance's memory across its worker's deaths).
+    public func remember(origin: Origin, id: WriteID, idempotencyKey: IdempotencyKey) {
+        state.withLock { state in
+            let answer = WriteAnswer(.accepted)
+            state.byKey[idempotencyKey] = answer
+            state.byIdentity[Identity(origin: origin, id: id)] = answer
+        }
+    }
 
     /// Makes the transport unable to map writes of `table` into a request (R4.3 "unmade"), as an HTTP
     /// transport with no mapping for that table would be.
@@ -196,6 +210,7 @@ public final class SimulatedInstance: OutboxTransport {
     }
 
     private static func store(_ write: OutgoingWrite, _ answer: WriteAnswer, _ state: inout State) {
+        state.onApply?(Applied(origin: write.origin, id: write.id, table: write.table, key: write.key), write.idempotencyKey)
         state.byKey[write.idempotencyKey] = answer
         state.byIdentity[Identity(origin: write.origin, id: write.id)] = answer
         state.applied.append(Applied(origin: write.origin, id: write.id, table: write.table, key: write.key))

@@ -121,13 +121,13 @@ package final class EventLog: Sendable {
     /// Appends through the group committer: callers arriving while a commit is in flight share the
     /// next one (R2.3). Returns once the commit is durable as `sync` says.
     package func append<R: Sendable>(
-        sync: Environment.CommitSync = .standard, isEnqueue: Bool = false,
+        sync: Environment.CommitSync = .standard, isEnqueue: Bool = false, crashPoint: CrashPoint? = nil,
         _ work: @escaping @Sendable (inout Appender) throws -> R
     ) async throws -> R {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
             committer.submit(
                 GroupCommitter.Job(
-                    sync: sync, isEnqueue: isEnqueue, work: { appender in try work(&appender) },
+                    sync: sync, isEnqueue: isEnqueue, crashPoint: crashPoint, work: { appender in try work(&appender) },
                     complete: { result in continuation.resume(with: result.map { $0 as! R }) }),
                 to: self)
         }

@@ -13,6 +13,8 @@ package final class GroupCommitter: Sendable {
     struct Job: Sendable {
         let sync: Environment.CommitSync
         let isEnqueue: Bool
+        /// The crash point this job passes before the commit (by default enqueue's or append's).
+        let crashPoint: CrashPoint?
         let work: @Sendable (inout Appender) throws -> any Sendable
         let complete: @Sendable (Result<any Sendable, any Error>) -> Void
     }
@@ -69,7 +71,7 @@ package final class GroupCommitter: Sendable {
                         results.append(.failure(error))
                     }
                 }
-                for job in jobs { log.crashPlan?.pass(job.isEnqueue ? .enqueueBeforeCommit : .appendBeforeCommit) }
+                for job in jobs { log.crashPlan?.pass(job.crashPoint ?? (job.isEnqueue ? .enqueueBeforeCommit : .appendBeforeCommit)) }
                 committed = appender.appended
             }
         } catch {

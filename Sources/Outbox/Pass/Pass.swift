@@ -53,10 +53,11 @@ struct Pass {
             let sent = outgoing.map { AttemptStarted.Sent(id: $0.id, idempotencyKey: $0.idempotencyKey) }
             _ = try await log.append(sync: .withoutMetaSync) { try $0.append(.attemptStarted(AttemptStarted(passId: id, writes: sent))) }
             let answer = await transport.send(OutgoingBatch(writes: outgoing, isAtomic: batch.isAtomic), accessToken: token)
+            log.crashPlan?.pass(.passAfterSend)
             try checkAlive()
             let writes = outgoing.map(\.id)
             let maxRefusals = self.maxRefusals
-            let decision = try await log.append(sync: .withoutMetaSync) { appender in
+            let decision = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) { appender in
                 try appender.append(.answerReceived(AnswerReceived(passId: id, writes: writes, answer: answer)))
                 let input = Decider.Input(passId: id, writes: writes, answer: answer, maxRefusals: maxRefusals, at: appender.time)
                 let reader = appender.reader

@@ -15,6 +15,12 @@ public enum CrashPoint: String, CaseIterable, Sendable {
     case appendBeforeCommit = "append.beforeCommit"
     /// Half way through a rebuild's fold.
     case rebuildMidway = "rebuild.midway"
+    /// A request was sent and its answer came back, before anything of it is recorded (R4.6).
+    case passAfterSend = "pass.afterSend"
+    /// Inside the transaction of an answer and its verdicts, before the commit.
+    case passAnswerBeforeCommit = "pass.answerBeforeCommit"
+    /// Inside the transaction that switches the session's user, before the commit.
+    case sessionBeforeCommit = "session.beforeCommit"
 }
 
 /// Arms one crash point: at its `n`-th pass, `action` runs (by default the process kills itself with

@@ -13,6 +13,14 @@ public struct IdempotencyKey: Hashable, Sendable, CustomStringConvertible {
         self.init(high: random.next(), low: random.next())
     }
 
+    /// Reads the form `description` writes; nil for anything else.
+    public init?(_ text: String) {
+        let hex = text.filter { $0 != "-" }
+        guard text.count == 36, hex.count == 32, let high = UInt64(hex.prefix(16), radix: 16), let low = UInt64(hex.suffix(16), radix: 16)
+        else { return nil }
+        self.init(high: high, low: low)
+    }
+
     /// 32 lowercase hex digits, in the 8-4-4-4-12 groups of a UUID.
     public var description: String {
         let hex = [high, low].map { value -> String in

@@ -1,0 +1,203 @@
+internal import Foundation
+internal import Outbox
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// The SIGKILL crash harness (TESTING.md §2): a worker process runs a seeded workload on a real log and
+/// reports each durable fact on standard output, unbuffered; the parent kills it at named crash points
+/// and at random moments, and checks after each death that nothing acknowledged was lost (I1), the log
+/// verifies (I2, I6), and the instance applied nothing twice (I3) or out of order (I4).
+extension Commands {
+    /// `outbox crash-worker <log> --seed S --writes N --instance FILE` (the harness's child).
+    static func crashWorker(_ words: [String]) async throws -> Exit {
+        let args = try Arguments(command: "crash-worker", words: words, options: ["seed", "writes", "instance"], flags: [])
+        let path = try args.positionals("log")[0]
+        let seed = try args.unsigned("seed") ?? 1
+        let writes = Int(try args.unsigned("writes") ?? 30)
+        let instance = SimulatedInstance()
+        if let file = args.option("instance"), let text = try? String(contentsOfFile: file, encoding: .utf8) {
+            for line in text.split(separator: "\n") {
+                let words = line.split(separator: " ").map(String.init)
+                guard words.count == 3, let origin = Origin(words[0]), let id = UInt64(words[1]), let key = IdempotencyKey(words[2]) else { continue }
+                instance.remember(origin: origin, id: WriteID(id), idempotencyKey: key)
+            }
+        }
+        instance.onApply { applied, key in report("APPLIED \(applied.origin) \(applied.id) \(key)") }
+        var configuration = OutboxConfiguration(autoSync: false, batchSize: 3)
+        configuration.random = SeededRandomSource(seed: seed &* 0x9E37_79B9 &+ UInt64(getpid()))
+        let outbox = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
+        try await outbox.settleSession(user: "alice", accessToken: AccessToken.unsigned(subject: "alice"))
+        var rng = SeededRandomSource(seed: seed &+ UInt64(getpid()))
+        for _ in 0..<writes {
+            switch rng.next(below: 100) {
+            case 0..<70:
+                let key = Int64(1 + rng.next(below: 8))
+                let id = try await outbox.enqueue(.upsert(into: "todos", key: ["id": .int(key)], body: ["n": .int(Int64(rng.next(below: 1000)))]))
+                report("ACK \(id) \(key)")
+            case 70..<94:
+                if rng.next(below: 10) == 0 { instance.script([.lostResponse]) }
+                try await syncAndReport(outbox)
+            case 94..<97:
+                try await outbox.rebuild()
+            default:
+                try await outbox.settleSession(user: "bob", accessToken: AccessToken.unsigned(subject: "bob"))
+                try await outbox.settleSession(user: "alice", accessToken: AccessToken.unsigned(subject: "alice"))
+            }
+        }
+        if writes == 0 {
+            for _ in 0..<50 where try await syncAndReport(outbox).remainingCount > 0 {}
+        }
+        report("DONE")
+        return .success
+    }
+
+    @discardableResult
+    private static func syncAndReport(_ outbox: OutboxClient) async throws -> SyncReport {
+        let sync = try await outbox.sync()
+        for verdict in sync.verdicts { report("VERDICT \(verdict.id) \(verdict.kind.rawValue)") }
+        return sync
+    }
+
+    /// One line on standard output, written at once (no buffer a kill could lose).
+    private static func report(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// `outbox crash [--kills M] [--seed S]`: the named crash points × {1, 2, 3}, then M random kills.
+    static func crash(_ words: [String]) async throws -> Exit {
+        let args = try Arguments(command: "crash", words: words, options: ["kills", "seed", "points"], flags: [])
+        let kills = Int(try args.unsigned("kills") ?? 100)
+        let seed = try args.unsigned("seed") ?? 1
+        let root = NSTemporaryDirectory() + "outbox-crash-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var problems: [String] = []
+        var pointsRun = 0
+        var pointsReached = 0
+        var killed = 0
+        var acknowledged = 0
+        var appliedTotal = 0
+        let points = args.option("points").map { $0.split(separator: ",").compactMap { CrashPoint(rawValue: String($0)) } } ?? CrashPoint.allCases
+        for point in points {
+            for n in 1...3 {
+                let harness = CrashRun(folder: root + "/\(point.rawValue)-\(n)", seed: seed)
+                let died = try harness.run(writes: 40, crashPoint: "\(point.rawValue)#\(n)")
+                if died {
+                    killed += 1
+                    pointsReached += 1
+                }
+                try harness.finish()
+                problems += harness.check().map { "\(point.rawValue)#\(n): \($0)" }
+                pointsRun += 1
+                acknowledged += harness.acked.count
+                appliedTotal += harness.applied.count
+            }
+        }
+        var rng = SeededRandomSource(seed: seed)
+        let cycles = CrashRun(folder: root + "/random", seed: seed)
+        for cycle in 0..<kills {
+            let delay = rng.next(below: 10) == 0 ? 60 + rng.next(below: 240) : rng.next(below: 60)
+            if try cycles.run(writes: 30, killAfterMilliseconds: Int(delay)) { killed += 1 }
+            problems += cycles.check(final: false).map { "random kill \(cycle): \($0)" }
+            if !problems.isEmpty { break }
+        }
+        try cycles.finish()
+        problems += cycles.check().map { "random kills: \($0)" }
+        acknowledged += cycles.acked.count
+        appliedTotal += cycles.applied.count
+        say("named points: \(pointsReached) of \(pointsRun) reached and killed; \(acknowledged) writes acknowledged, \(appliedTotal) applied")
+        for problem in problems.prefix(30) { say("  " + problem) }
+        let lost = problems.filter { $0.contains("I1") }.count
+        say("crash: \(pointsRun) points, \(killed) kills, \(lost) lost" + (problems.isEmpty ? "" : ", \(problems.count) problems"))
+        return problems.isEmpty ? .success : .notSo
+    }
+}
+
+/// One log the harness kills workers on, and what their output said.
+final class CrashRun {
+    let folder: String
+    let seed: UInt64
+    private(set) var acked: [UInt64: Int64] = [:]
+    private(set) var applied: [(origin: String, id: UInt64, key: String)] = []
+    private var runs = 0
+
+    init(folder: String, seed: UInt64) {
+        self.folder = folder
+        self.seed = seed
+    }
+
+    private var log: String { folder + "/log" }
+    private var instanceFile: String { folder + "/instance.txt" }
+
+    /// Runs one worker; true when it was killed (at its crash point, or by the timer).
+    @discardableResult
+    func run(writes: Int, crashPoint: String? = nil, killAfterMilliseconds: Int? = nil) throws -> Bool {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try applied.map { "\($0.origin) \($0.id) \($0.key)" }.joined(separator: "\n").write(toFile: instanceFile, atomically: true, encoding: .utf8)
+        runs += 1
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+        if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path) {
+            process.executableURL = URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0])
+        }
+        process.arguments = ["crash-worker", log, "--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile]
+        var environment = ProcessInfo.processInfo.environment
+        environment["OUTBOX_CRASHPOINT"] = crashPoint
+        process.environment = environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        if let delay = killAfterMilliseconds {
+            usleep(useconds_t(delay * 1000))
+            kill(process.processIdentifier, SIGKILL)
+        }
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            let words = line.split(separator: " ").map(String.init)
+            switch words.first {
+            case "ACK" where words.count == 3: acked[UInt64(words[1]) ?? 0] = Int64(words[2]) ?? 0
+            case "APPLIED" where words.count == 4: applied.append((words[1], UInt64(words[2]) ?? 0, words[3]))
+            default: break
+            }
+        }
+        return process.terminationReason == .uncaughtSignal
+    }
+
+    /// A last worker with no crash point sends what is left.
+    func finish() throws { try run(writes: 0) }
+
+    /// I1, I2, I6 always; with `final`, every acknowledged write applied exactly once (I3, I8) and in
+    /// order (I4).
+    func check(final: Bool = true) -> [String] {
+        var problems: [String] = []
+        guard FileManager.default.fileExists(atPath: log + "/data.mdb") else { return acked.isEmpty ? [] : ["I1: the log is gone"] }
+        do {
+            let inspector = try LogInspector(path: log)
+            let report = try inspector.verify()
+            if !report.isOK { problems.append("I2/I6: \(report)") }
+            for id in acked.keys.sorted() where try inspector.history(of: WriteID(id)).first?.event.type != .writeQueued {
+                problems.append("I1: write \(id) was acknowledged and is not in the log")
+            }
+        } catch {
+            problems.append("I2: the log cannot be read: \(error)")
+        }
+        var seen: [UInt64: Int] = [:]
+        for (index, write) in applied.enumerated() {
+            if seen[write.id] != nil { problems.append("I3: write \(write.id) was applied twice") }
+            seen[write.id] = index
+            // I4: every earlier write to the same row was applied before it (the workload never discards).
+            if let key = acked[write.id] {
+                for (other, otherKey) in acked where otherKey == key && other < write.id && (seen[other] == nil) {
+                    problems.append("I4: write \(write.id) was applied before write \(other) to the same row")
+                }
+            }
+        }
+        if final {
+            for id in acked.keys.sorted() where seen[id] == nil { problems.append("I8: write \(id) was acknowledged and never applied") }
+        }
+        return problems
+    }
+}
