@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 public import Outbox
 internal import Synchronization
 

@@ -210,6 +210,20 @@ package final class EventLog: Sendable {
         }
     }
 
+    /// Every stored record's bytes, by sequence (the damaged-log harness finds them in the data file).
+    package func storedRecords() throws -> [(sequence: UInt64, bytes: [UInt8])] {
+        try storageErrors {
+            try environment.read { txn in
+                var found: [(UInt64, [UInt8])] = []
+                try txn.unsafeAccess.forEach(logDatabase, prefix: []) { key, value in
+                    found.append((Key.readBigEndian(key), Array(value)))
+                    return true
+                }
+                return found
+            }
+        }
+    }
+
     /// The sequence number of the last event.
     package func lastSequence() throws -> UInt64 {
         try storageErrors {

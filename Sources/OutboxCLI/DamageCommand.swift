@@ -1,0 +1,168 @@
+internal import Foundation
+internal import Outbox
+
+/// The damaged-log suite (TESTING.md §3): three small logs; every byte of every stored record flipped
+/// and zeroed (the checksum must catch each, naming the record's sequence), truncation at every 4 KiB
+/// page boundary, and a seeded sample of bytes in LMDB's own page structure, read by the tool in a
+/// child process. Never a crash or a hang: exit 0 (read correctly), 1 or 2 with a message naming the file.
+extension Commands {
+    static func damage(_ words: [String]) async throws -> Exit {
+        let args = try Arguments(command: "damage", words: words, options: ["samples", "seed", "record-stride"], flags: [])
+        let samples = Int(try args.unsigned("samples") ?? 2000)
+        let stride = max(1, Int(try args.unsigned("record-stride") ?? 1))
+        var rng = SeededRandomSource(seed: try args.unsigned("seed") ?? 1)
+        let root = NSTemporaryDirectory() + "outbox-damage-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var counts = (records: 0, truncations: 0, pages: 0)
+        var problems: [String] = []
+        let logs = try await makeSmallLogs(in: root)
+        for (index, log) in logs.enumerated() {
+            let original = try Data(contentsOf: URL(fileURLWithPath: log + "/data.mdb"))
+            let records = try LogInspector(path: log).log.storedRecords()
+            let scratch = root + "/scratch-\(index)"
+            // 1. Every byte of every record, flipped and zeroed, in every copy of it in the file (LMDB's
+            //    copy-on-write leaves stale copies in free pages): caught by the checksum, naming the sequence.
+            var recordBytes = Set<Int>()
+            for record in records {
+                let copies = occurrences(of: record.bytes, in: original)
+                guard !copies.isEmpty else {
+                    problems.append("log \(index): record \(record.sequence) is not found in data.mdb")
+                    continue
+                }
+                for copy in copies { recordBytes.formUnion(copy..<(copy + record.bytes.count)) }
+                for position in Swift.stride(from: 0, to: record.bytes.count, by: stride) {
+                    for mutate in [{ (b: UInt8) in b ^ 0x01 }, { (_: UInt8) in UInt8(0) }] {
+                        let before = record.bytes[position]
+                        if mutate(before) == before { continue }
+                        var damaged = original
+                        for copy in copies { damaged[copy + position] = mutate(before) }
+                        counts.records += 1
+                        try write(damaged, to: scratch)
+                        if let problem = checkRecordDamage(scratch, sequence: record.sequence) {
+                            problems.append("log \(index), byte \(position) of record \(record.sequence): \(problem)")
+                        }
+                    }
+                }
+            }
+            // 2. Truncation at every 4 KiB page boundary.
+            for end in Swift.stride(from: 0, to: original.count, by: 4096) {
+                counts.truncations += 1
+                try write(original.prefix(end), to: scratch)
+                if let problem = checkWithTool(scratch) { problems.append("log \(index), truncated at \(end): \(problem)") }
+            }
+            // 3. A seeded sample of LMDB's own bytes (outside records), read by the tool in a child.
+            let share = samples / logs.count + (index < samples % logs.count ? 1 : 0)
+            for _ in 0..<share {
+                var offset = Int(rng.next(below: UInt64(original.count)))
+                while recordBytes.contains(offset) { offset = Int(rng.next(below: UInt64(original.count))) }
+                var damaged = original
+                damaged[offset] ^= UInt8(1 + rng.next(below: 255))
+                counts.pages += 1
+                try write(damaged, to: scratch)
+                if let problem = checkWithTool(scratch) { problems.append("log \(index), page byte \(offset): \(problem)") }
+            }
+        }
+        for problem in problems.prefix(30) { say("  " + problem) }
+        let total = counts.records + counts.truncations + counts.pages
+        say("damage: \(total) cases (\(counts.records) record bytes, \(counts.truncations) truncations, \(counts.pages) page bytes), \(problems.count) failed")
+        return problems.isEmpty ? .success : .notSo
+    }
+
+    /// Where `needle` starts in `haystack`, every time.
+    private static func occurrences(of needle: [UInt8], in haystack: Data) -> [Int] {
+        let bytes = [UInt8](haystack)
+        guard let first = needle.first, needle.count <= bytes.count else { return [] }
+        var found: [Int] = []
+        var index = 0
+        while index + needle.count <= bytes.count {
+            if bytes[index] == first && bytes[index..<(index + needle.count)].elementsEqual(needle) { found.append(index) }
+            index += 1
+        }
+        return found
+    }
+
+    private static func write(_ data: Data, to folder: String) throws {
+        try? FileManager.default.removeItem(atPath: folder)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try data.write(to: URL(fileURLWithPath: folder + "/data.mdb"))
+    }
+
+    /// A record's byte changed, the page structure intact: `verify` (in this process: nothing of LMDB
+    /// is damaged) must name that record's sequence.
+    private static func checkRecordDamage(_ folder: String, sequence: UInt64) -> String? {
+        do {
+            let report = try LogInspector(path: folder).verify()
+            if report.isOK { return "verify said ok" }
+            if report.sequence != sequence { return "verify named \(report.sequence.map(String.init) ?? "no sequence"): \(report)" }
+            return nil
+        } catch let error as OutboxError {
+            return error.sequence == sequence ? nil : "opening failed without naming the sequence: \(error)"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// Runs `outbox verify` on a damaged copy: exit 0, or 1 or 2 with a message naming the file.
+    private static func checkWithTool(_ folder: String) -> String? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["verify", folder]
+        var environment = ProcessInfo.processInfo.environment
+        environment[Untrusted.timeoutVariable] = "20"
+        environment[Untrusted.childVariable] = nil
+        process.environment = environment
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        do { try process.run() } catch { return "cannot run the tool: \(error)" }
+        let output = out.fileHandleForReading.readDataToEndOfFile() + err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: output, as: UTF8.self)
+        if process.terminationReason == .uncaughtSignal { return "the tool crashed (signal \(process.terminationStatus))" }
+        switch process.terminationStatus {
+        case 0: return nil
+        case 1, 2: return text.contains(folder) ? nil : "exit \(process.terminationStatus) without naming the file: \(text.prefix(160))"
+        default: return "exit \(process.terminationStatus): \(text.prefix(160))"
+        }
+    }
+
+    /// Three small logs with every kind of event: writes, a pass with refusals and a lost response, a
+    /// release, a withdraw, a discard, answers taken, two users.
+    static func makeSmallLogs(in root: String) async throws -> [String] {
+        var logs: [String] = []
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        for variant in 0..<3 {
+            let path = root + "/log-\(variant)"
+            var configuration = OutboxConfiguration(autoSync: false, batchSize: 1 + variant)
+            configuration.clock = ManualClock()
+            configuration.random = SeededRandomSource(seed: UInt64(variant + 1))
+            let instance = SimulatedInstance()
+            let outbox = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
+            try await outbox.settleSession(user: "alice", accessToken: AccessToken.unsigned(subject: "alice"))
+            for n in 0..<(8 + variant * 4) {
+                try await outbox.enqueue(.upsert(into: n % 3 == 0 ? "lists" : "todos", key: ["id": .int(Int64(n % 5))], body: ["n": .int(Int64(n))]))
+            }
+            instance.script([
+                .verdict(.accepted), .verdict(.refused(Refusal(status: 422, code: "23514", message: "check"))), .lostResponse,
+                .verdict(.blocked(.instanceChanged, refusal: nil)),
+            ])
+            try await outbox.sync()
+            try await outbox.sync()
+            for write in try await outbox.queue.all() {
+                switch write.state {
+                case .refused: _ = try await outbox.queue.release(write.id)
+                case .blocked: _ = try await outbox.queue.withdraw(write.id)
+                default: break
+                }
+            }
+            if variant > 0 {
+                try await outbox.settleSession(user: "bob", accessToken: AccessToken.unsigned(subject: "bob"))
+                try await outbox.enqueue(.insert(into: "todos", key: ["id": 99], body: ["title": "bob's"]))
+            }
+            _ = try await outbox.queue.takeAnswered()
+            outbox.close()
+            logs.append(path)
+        }
+        return logs
+    }
+}

@@ -1,0 +1,49 @@
+internal import Dispatch
+internal import Foundation
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// LMDB 0.9 keeps no page checksums and may crash, or loop, on a damaged page. The read-only commands
+/// therefore read an untrusted log in a child process (this same program), and turn its death into a
+/// clear message and exit 2 (TESTING.md §3, R8.6).
+enum Untrusted {
+    /// Set in the child's environment: the child does the work itself.
+    static let childVariable = "OUTBOX_UNTRUSTED_CHILD"
+    /// How long the child may take, in seconds (default 600).
+    static let timeoutVariable = "OUTBOX_READ_TIMEOUT"
+
+    static var isChild: Bool { ProcessInfo.processInfo.environment[childVariable] == "1" }
+
+    /// Runs `words` in a child and returns its exit status, or reports how it died.
+    static func runInChild(_ command: String, _ words: [String]) -> Exit {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = words
+        var environment = ProcessInfo.processInfo.environment
+        environment[childVariable] = "1"
+        process.environment = environment
+        let done = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in done.signal() }
+        do {
+            try process.run()
+        } catch {
+            printError("outbox \(command): cannot start a reader process: \(error)")
+            return .failure
+        }
+        let timeout = Double(ProcessInfo.processInfo.environment[timeoutVariable] ?? "") ?? 600
+        let path = words.dropFirst().first { !$0.hasPrefix("--") } ?? "the log"
+        if done.wait(timeout: .now() + timeout) == .timedOut {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            printError("outbox \(command): \(path): reading the log did not finish in \(Int(timeout)) s; its LMDB page structure may be damaged")
+            return .failure
+        }
+        if process.terminationReason == .uncaughtSignal {
+            printError(
+                "outbox \(command): \(path): the LMDB page structure is damaged (reading it crashed the reader, signal \(process.terminationStatus)); restore the log from a copy")
+            return .failure
+        }
+        return Exit(rawValue: process.terminationStatus) ?? .failure
+    }
+}
