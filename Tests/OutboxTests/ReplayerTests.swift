@@ -386,3 +386,41 @@ struct DeciderTests {
         #expect(try Self.decide(refusal).events.count == 1)
     }
 }
+
+@Suite("The response classifier is total (TESTING.md §3)")
+struct TotalClassifierTests {
+    /// R4.3 written again, apart from the library's code.
+    static func expected(status: Int, code: String?) -> String {
+        if code == "PGRST204" || code == "PGRST205" { return "schemaCache" }
+        if code == "42501" || [401, 408, 429].contains(status) || !(400..<500).contains(status) { return "stop" }
+        return "refuse"
+    }
+
+    @Test("every status 100–599 × code × body × Retry-After is decided as R4.3 says, with no text anywhere")
+    func total() throws {
+        let codes: [String?] = [nil, "PGRST204", "PGRST205", "42501", "23505", "22P02", "P0001", "0A000", "XX000", "<html>"]
+        let bodies: [String?] = [nil, "", #"{"code":"23505","message":"TEXT-CANARY"}"#, #"{"code":"#, "<html>TEXT-CANARY</html>"]
+        let retryAfters: [String?] = [nil, "5", "Thu, 01 Jan 2026 00:10:00 GMT", "garbage", "99999999999999", "-3"]
+        var cases = 0
+        for status in 100...599 {
+            for code in codes {
+                for (body, retryAfter) in zip(bodies + bodies, retryAfters + retryAfters) {
+                    let failure = RequestFailure(kind: .http, status: status, code: code, retryAfter: retryAfter, text: body)
+                    let decision = try DeciderTests.decide(.failed(failure))
+                    let rendered = "\(decision.next) \(decision.verdicts)"
+                    #expect(!rendered.contains("TEXT-CANARY"))
+                    switch (Self.expected(status: status, code: code), decision.next) {
+                    case ("schemaCache", .stop(let stopped)): #expect(stopped.kind == .schemaCache)
+                    case ("stop", .stop(let stopped)):
+                        #expect(stopped.kind == .http && stopped.status == status)
+                        if let seconds = stopped.retryAfter { #expect(seconds >= 0 && seconds <= 3600) }
+                    case ("refuse", .goOn): #expect(decision.verdicts.map(\.kind) == [.refused])
+                    default: Issue.record("status \(status) code \(code ?? "-"): \(decision.next)")
+                    }
+                    cases += 1
+                }
+            }
+        }
+        #expect(cases == 500 * 10 * 10)
+    }
+}
