@@ -12,6 +12,7 @@ let package = Package(
     name: "swift-outbox",
     products: [
         .library(name: "Outbox", targets: ["Outbox"]),
+        .library(name: "OutboxFuzzing", targets: ["OutboxFuzzing"]),
         .executable(name: "outbox", targets: ["OutboxCLI"]),
         .executable(name: "outbox-benchmarks", targets: ["OutboxBenchmarks"]),
     ],
@@ -28,6 +29,8 @@ let package = Package(
         .target(name: "Outbox", dependencies: ["OutboxLMDB"]),
         // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance.
         .target(name: "OutboxScenario", dependencies: ["Outbox"]),
+        // The bodies of the libFuzzer targets in Fuzz/, so the test suite replays their crashers.
+        .target(name: "OutboxFuzzing", dependencies: ["Outbox", "OutboxScenario"]),
         // `outbox simulate`: the deterministic simulation with faults (TESTING.md §1).
         .target(name: "OutboxSimulation", dependencies: ["Outbox"]),
         // The `outbox` command-line tool.
@@ -37,7 +40,7 @@ let package = Package(
             name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB"], path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"]),
-        .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation"]),
+        .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation", "OutboxFuzzing"]),
     ],
     swiftLanguageModes: [.v6]
 )

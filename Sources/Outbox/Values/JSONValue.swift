@@ -93,7 +93,11 @@ extension JSONValue {
         case .isFalse: return .bool(false)
         case .isTrue: return .bool(true)
         case .int: return .int(try reader.signed())
-        case .double: return .double(Double(bitPattern: try reader.bigEndian()))
+        case .double:
+            // JSON has no NaN or infinity, and the library never stores one (R2.4): a record holding one is damaged.
+            let value = Double(bitPattern: try reader.bigEndian())
+            guard value.isFinite else { throw DecodeFailure("a number that is not finite") }
+            return .double(value)
         case .string: return .string(try reader.string())
         case .array: return .array(try reader.array { try decode(from: &$0, depth: depth + 1) })
         case .object:

@@ -41,6 +41,10 @@ public struct PassFailure: Hashable, Sendable {
         return PassFailure(
             kind: Kind.allCases[index], status: try reader.optional { try $0.int() },
             code: try reader.optional { try $0.string() },
-            retryAfter: try reader.optional { Double(bitPattern: try $0.bigEndian()) })
+            retryAfter: try reader.optional { reader in
+                let seconds = Double(bitPattern: try reader.bigEndian())
+                guard seconds.isFinite, seconds >= 0 else { throw DecodeFailure("a Retry-After that is not a number of seconds") }
+                return seconds
+            })
     }
 }
