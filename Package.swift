@@ -23,6 +23,8 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
         ),
+        // SQLite from the system (Debian: libsqlite3-dev): the benchmarks' peer, an outbox as apps write it today.
+        .systemLibrary(name: "COutboxSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         // The safe LMDB layer: environments, closure-scoped transactions, cursors, typed errors.
         .target(name: "OutboxLMDB", dependencies: ["COutboxLMDB"]),
         // The engine apps import: events, codec, log, projections, queue API.
@@ -37,7 +39,7 @@ let package = Package(
         .executableTarget(name: "OutboxCLI", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation"]),
         // Benchmarks: each figure beside a raw LMDB baseline measured in the same run.
         .executableTarget(
-            name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB"], path: "Benchmarks"),
+            name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB", "COutboxSQLite"], path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"]),
         .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation", "OutboxFuzzing"]),

@@ -6,6 +6,7 @@ import COutboxLMDB
 import Foundation
 import Outbox
 import OutboxLMDB
+import Synchronization
 
 struct Options: Sendable {
     var quick = false
@@ -84,10 +85,12 @@ func rawAppend(path: String, records: [[UInt8]], perTransaction: Int) throws {
         for record in records[index..<min(index + perTransaction, records.count)] {
             sequence += 1
             var key = sequence.bigEndian
-            var k = MDB_val(mv_size: 8, mv_data: &key)
-            record.withUnsafeBytes { bytes in
-                var v = MDB_val(mv_size: bytes.count, mv_data: UnsafeMutableRawPointer(mutating: bytes.baseAddress))
-                precondition(mdb_put(txn, dbi, &k, &v, UInt32(MDB_APPEND)) == 0)
+            withUnsafeMutableBytes(of: &key) { keyBytes in
+                var k = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
+                record.withUnsafeBytes { bytes in
+                    var v = MDB_val(mv_size: bytes.count, mv_data: UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+                    precondition(mdb_put(txn, dbi, &k, &v, UInt32(MDB_APPEND)) == 0)
+                }
             }
         }
         precondition(mdb_txn_commit(txn) == 0)
@@ -109,6 +112,7 @@ func bulkEnqueue(path: String, _ all: [Write]) async throws {
         _ = try await client.enqueue(contentsOf: Array(all[index..<min(index + 1000, all.count)]))
         index += 1000
     }
+    client.close()
 }
 
 func blocking(_ body: @escaping @Sendable () async throws -> Void) {
@@ -128,34 +132,194 @@ let sampleRecords: [[UInt8]] = writes(bulkSize).enumerated().map { index, write 
 
 func selected(_ name: String) -> Bool { options.filter.map { name.contains($0) } ?? true }
 
-if selected("bulk-enqueue") {
-    let all = writes(bulkSize)
-    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: sampleRecords, perTransaction: 1000) },
-                          tearDown: { try? FileManager.default.removeItem(atPath: $0) })
-    let engine = try measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } },
-                             tearDown: { try? FileManager.default.removeItem(atPath: $0) })
-    report("bulk-enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "raw LMDB append", raw)
+func peerRows(_ writes: [Write]) -> [(table: String, op: String, key: String, body: String)] {
+    writes.map { ($0.table, $0.operation.description, JSONText.render($0.key), JSONText.render($0.body)) }
 }
 
-if selected("rebuild") {
+func removing(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
+
+/// An instance that accepts everything and keeps nothing: the drain figure is the engine's own.
+struct LeanInstance: OutboxTransport {
+    func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        .answered(Array(repeating: WriteAnswer(.accepted), count: batch.writes.count))
+    }
+    func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? { nil }
+}
+
+func openClient(_ path: String, batchSize: Int = 50) throws -> OutboxClient {
+    var configuration = OutboxConfiguration(autoSync: false, batchSize: batchSize)
+    configuration.crashPlan = nil
+    return try OutboxClient.open(path: path, transport: LeanInstance(), configuration: configuration)
+}
+
+// 1. Durable enqueue one at a time: each returns after its own full-sync commit.
+if selected("enqueue-durable") {
+    let size = options.quick ? 200 : 10_000
+    let all = writes(size)
+    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: Array(sampleRecords.prefix(size)), perTransaction: 1) }, tearDown: removing)
+    let engine = try measure({ temporaryPath() }, { path in
+        blocking {
+            let client = try openClient(path)
+            try await client.settleSession(user: "alice", accessToken: nil)
+            for write in all { try await client.enqueue(write) }
+            client.close()
+        }
+    }, tearDown: removing)
+    report("1. durable enqueue, one at a time", size: size, engine, baseline: "raw LMDB, one durable put a commit", raw)
+}
+
+// 2. Durable enqueue from 16 concurrent tasks (group commit) against the peer under the same load.
+if selected("enqueue-concurrent") {
+    let size = options.quick ? 320 : 10_000
+    let all = writes(size)
+    let engine = try measure({ temporaryPath() }, { path in
+        blocking {
+            let client = try openClient(path)
+            try await client.settleSession(user: "alice", accessToken: nil)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<16 {
+                    group.addTask { for write in stride(from: task, to: all.count, by: 16).map({ all[$0] }) { try await client.enqueue(write) } }
+                }
+                try await group.waitForAll()
+            }
+            client.close()
+        }
+    }, tearDown: removing)
+    let rows = peerRows(all)
+    let peer = try measure({ () -> (String, SQLiteOutbox) in let path = temporaryPath(); return (path, SQLiteOutbox(path: path)) }, { state in
+        DispatchQueue.concurrentPerform(iterations: 16) { task in
+            for index in stride(from: task, to: rows.count, by: 16) { state.1.enqueue([rows[index]]) }
+        }
+    }, tearDown: { removing($0.0); removing($0.0 + "-wal"); removing($0.0 + "-shm") })
+    report("2. durable enqueue, 16 concurrent tasks", size: size, engine, baseline: "SQLite peer, same load", peer)
+}
+
+// 3. Bulk enqueue, 1000 per transaction, projections included: against raw LMDB and the peer.
+if selected("bulk-enqueue") {
+    let all = writes(bulkSize)
+    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: sampleRecords, perTransaction: 1000) }, tearDown: removing)
+    let engine = try measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing)
+    let rows = peerRows(all)
+    let peer = try measure({ () -> (String, SQLiteOutbox) in let path = temporaryPath(); return (path, SQLiteOutbox(path: path)) }, { state in
+        var index = 0
+        while index < rows.count {
+            state.1.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
+            index += 1000
+        }
+    }, tearDown: { removing($0.0); removing($0.0 + "-wal"); removing($0.0 + "-shm") })
+    report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "raw LMDB append", raw)
+    report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "SQLite peer, 1000/txn", peer)
+}
+
+/// Peak anonymous memory (RssAnon, so LMDB's mapped file pages are not counted), in bytes.
+func rssAnon() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+        let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+    else { return 0 }
+    return kilobytes * 1024
+}
+
+// 4. and 8. Drain a queue in batches of 100 against the lean instance; the peer drains the same queue.
+if selected("drain") {
+    let all = writes(bulkSize)
+    let peak = Mutex(0)
+    let engine = try measure({ () -> String in
+        let path = temporaryPath()
+        blocking { try await bulkEnqueue(path: path, all) }
+        return path
+    }, { path in
+        blocking {
+            let client = try openClient(path, batchSize: 100)
+            try await client.settleSession(user: "alice", accessToken: nil)
+            let idle = rssAnon()
+            let sampler = Task.detached {
+                var high = 0
+                while !Task.isCancelled {
+                    high = max(high, rssAnon())
+                    try? await Task.sleep(nanoseconds: 5_000_000)
+                }
+                return high
+            }
+            let report = try await client.sync()
+            precondition(report.syncedCount == all.count, "drained \(report.syncedCount)")
+            sampler.cancel()
+            let high = await sampler.value - idle
+            peak.withLock { $0 = max($0, high) }
+            client.close()
+        }
+    }, tearDown: removing)
+    let rows = peerRows(all)
+    let peer = try measure({ () -> (String, SQLiteOutbox) in
+        let path = temporaryPath()
+        let peer = SQLiteOutbox(path: path)
+        var index = 0
+        while index < rows.count {
+            peer.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
+            index += 1000
+        }
+        return (path, peer)
+    }, { state in precondition(state.1.drain(batch: 100) == rows.count) },
+        tearDown: { removing($0.0); removing($0.0 + "-wal"); removing($0.0 + "-shm") })
+    report("4. drain (batches of 100, lean instance)", size: bulkSize, engine, baseline: "SQLite peer drain", peer)
+    print("8. peak anonymous memory while draining \(bulkSize): \(peak.withLock { $0 } / 1024) KiB above idle (RssAnon, sampled every 5 ms)")
+}
+
+if selected("rebuild") || selected("history") || selected("open") {
     let path = temporaryPath()
     blocking { try await bulkEnqueue(path: path, writes(bulkSize)) }
-    let log = try EventLog(path: path)
-    let projectionEntries = try log.environment.read { txn in
-        try ProjectionTable.allCases.reduce(0) { $0 + (try txn.count(log.environment.database($1.rawValue))) }
+    if selected("rebuild") {
+        let log = try EventLog(path: path)
+        let projectionEntries = try log.environment.read { txn in
+            try ProjectionTable.allCases.reduce(0) { $0 + (try txn.count(log.environment.database($1.rawValue))) }
+        }
+        let entry = [UInt8](repeating: 0, count: 24)
+        let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: Array(repeating: entry, count: projectionEntries), perTransaction: projectionEntries) },
+                              tearDown: removing)
+        let rebuild = try measure({ () }, { try log.rebuild() })
+        report("5. rebuild (\(projectionEntries) projection entries)", size: bulkSize + 2, rebuild, baseline: "raw bulk append of as many entries", raw)
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as? Int) ?? 0
+        let payload = writes(1)[0]
+        let keyBody = JSONText.render(payload.key).utf8.count + JSONText.render(payload.body).utf8.count
+        print("8. log bytes per queued write: \(bytes / bulkSize) (data.mdb \(bytes) bytes for \(bulkSize) writes; key + body \(keyBody) bytes)")
+        log.close()
     }
-    let entry = [UInt8](repeating: 0, count: 24)
-    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: Array(repeating: entry, count: projectionEntries), perTransaction: projectionEntries) },
-                          tearDown: { try? FileManager.default.removeItem(atPath: $0) })
-    let rebuild = try measure({ () }, { try log.rebuild() })
-    report("rebuild (\(projectionEntries) projection entries)", size: bulkSize + 2, rebuild, baseline: "raw bulk append of as many entries", raw)
-    let bytes = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as? Int) ?? 0
-    print("log bytes per queued write: \(bytes / bulkSize) (data.mdb \(bytes) bytes for \(bulkSize) writes)")
-    try? FileManager.default.removeItem(atPath: path)
+    // 6. history(of:) latency, p50 and p99 over 1000 random writes, on this log and a small one.
+    if selected("history") {
+        let small = temporaryPath()
+        blocking { try await bulkEnqueue(path: small, writes(10_000)) }
+        for (name, log, count) in [("10k", small, 10_000), ("\(bulkSize / 1000)k", path, bulkSize)] {
+            blocking {
+                let client = try openClient(log)
+                var random = SystemRandomNumberGenerator()
+                var latencies: [Double] = []
+                for _ in 0..<1000 {
+                    let id = WriteID(UInt64.random(in: 1...UInt64(count), using: &random))
+                    let start = DispatchTime.now().uptimeNanoseconds
+                    _ = try await client.history(of: id)
+                    latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1000)
+                }
+                latencies.sort()
+                print("6. history(of:) on a log of \(name) writes: p50 \(Int(latencies[500])) µs, p99 \(Int(latencies[990])) µs")
+                client.close()
+            }
+        }
+        removing(small)
+    }
+    // 7. Open a log holding the pending writes: time to the first status.
+    if selected("open") {
+        let open = try measure({ () }, { _ in
+            let client = try openClient(path)
+            precondition(client.syncStatus.value.pendingCount == 0 || client.syncStatus.value.pendingCount == bulkSize)
+            client.close()
+        })
+        print("7. open a log of \(bulkSize) pending writes to the first status: median \(format(open.median)), best \(format(open.best))")
+    }
+    removing(path)
 }
 
 func format(_ seconds: Double) -> String { seconds >= 1 ? String(format: "%.2f s", seconds) : String(format: "%.1f ms", seconds * 1000) }
-print("| case | size | median | best | writes/s (median) | baseline | ratio to baseline (median) |")
+print("| case | size | median | best | writes/s (median) | baseline (median) | ratio to baseline (median) |")
 print("|---|---|---|---|---|---|---|")
 for row in rows {
     print("| \(row.name) | \(row.size) | \(format(row.median)) | \(format(row.best)) | \(Int(Double(row.size) / row.median)) | \(row.baseline): \(format(row.baselineMedian)) | \(String(format: "%.2f", row.median / row.baselineMedian))× |")
