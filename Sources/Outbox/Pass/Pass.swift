@@ -3,7 +3,7 @@ internal import OutboxLMDB
 /// One sync pass (R4): sends the user's sendable writes in id order, batch by batch, and records what
 /// came back. It keeps no state of its own that matters after a crash: it reads the projections, and
 /// appends `attemptStarted` before each send and the answer with its decisions after (R4.6).
-struct Pass {
+struct Pass: Sendable {
     let log: EventLog
     let transport: any OutboxTransport
     let user: String
@@ -17,6 +17,24 @@ struct Pass {
     /// Throws when the client was closed or killed: the pass then records nothing more.
     let checkAlive: @Sendable () throws -> Void
 
+    /// What the pass carries from one transaction to the next.
+    struct Progress: Sendable {
+        var passId: UInt64?
+        /// Writes answered in this pass: not sent again in it (R3.1).
+        var done = Set<WriteID>()
+        /// Halves of a refused batch still to send (R4.5).
+        var halves: [[WriteID]] = []
+        /// The report lines of the last transaction.
+        var verdicts: [SyncReport.Verdict] = []
+        var stoppedBy: PassFailure?
+    }
+
+    /// One request, its `attemptStarted` committed.
+    struct Request: Sendable {
+        var writes: [OutgoingWrite]
+        var isAtomic: Bool
+    }
+
     func run() async throws -> SyncReport {
         var report = SyncReport()
         if let session = try log.read({ try $0.session() }), session.identityChanged, session.user == user {
@@ -24,85 +42,101 @@ struct Pass {
             report.remainingCount = try remaining()
             return report
         }
-        var passId: UInt64?
-        var done = Set<WriteID>()
-        var halves: [[WriteID]] = []
-        var stoppedBy: PassFailure?
-        passLoop: while !shouldStop() {
-            try checkAlive()
-            let planner = Planner(user: user, table: table, batchSize: batchSize, done: done)
-            let planned: Planner.Batch?
-            if halves.isEmpty {
-                planned = try log.read { try planner.nextBatch($0) }
-            } else {
-                let half = halves.removeFirst()
-                planned = Planner.Batch(writes: try log.read { try planner.stillReady(half, $0) })
-            }
-            guard let batch = planned else { break }
-            let (outgoing, unmade) = try log.read { try requests(for: batch.writes, $0) }
-            let id = try await begin(passId)
-            passId = id
-            if !unmade.isEmpty {
-                for verdict in try await recordUnmade(unmade, passId: id) {
-                    report.add(verdict)
-                    done.insert(verdict.id)
-                }
-                continue
-            }
-            guard !outgoing.isEmpty else { continue }
-            let sent = outgoing.map { AttemptStarted.Sent(id: $0.id, idempotencyKey: $0.idempotencyKey) }
-            _ = try await log.append(sync: .withoutMetaSync) { try $0.append(.attemptStarted(AttemptStarted(passId: id, writes: sent))) }
-            let answer = await transport.send(OutgoingBatch(writes: outgoing, isAtomic: batch.isAtomic), accessToken: token)
+        try checkAlive()
+        // The first request is planned in a transaction of its own; every later one in the transaction
+        // that records the answer before it, so a batch costs one commit (R2.3: pass events with
+        // MDB_NOMETASYNC), and its `attemptStarted` is committed before it is sent (R4.6).
+        var (progress, request) = try await log.append(sync: .withoutMetaSync) { [self] appender in
+            var progress = Progress()
+            let request = try next(&appender, &progress)
+            return (progress, request)
+        }
+        while let sending = request {
+            report.add(progress.verdicts)
+            progress.verdicts = []
+            let answer = await transport.send(OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic), accessToken: token)
             log.crashPlan?.pass(.passAfterSend)
             try checkAlive()
-            let writes = outgoing.map(\.id)
-            let maxRefusals = self.maxRefusals
-            let decision = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) { appender in
-                try appender.append(.answerReceived(AnswerReceived(passId: id, writes: writes, answer: answer)))
-                let input = Decider.Input(passId: id, writes: writes, answer: answer, maxRefusals: maxRefusals, at: appender.time)
-                let reader = appender.reader
-                let decision = try Decider.decide(input, entry: { try reader.entry($0) })
-                for event in decision.events { try appender.append(event) }
-                return decision.sendable
-            }
-            for verdict in decision.verdicts {
-                report.add(verdict)
-                done.insert(verdict.id)
-            }
-            switch decision.next {
-            case .goOn: continue
-            case .stop(let failure):
-                stoppedBy = failure
-                break passLoop
-            case .split:
-                let middle = writes.count / 2
-                halves.insert(contentsOf: [Array(writes[..<middle]), Array(writes[middle...])], at: 0)
+            let carried = progress
+            (progress, request) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) { [self] appender in
+                var progress = carried
+                let request = try record(answer, to: sending, &appender, &progress)
+                return (progress, request)
             }
         }
-        if let passId {
-            try checkAlive()
-            let stoppedBy = stoppedBy
-            _ = try await log.append(sync: .withoutMetaSync) { try $0.append(.passEnded(PassEnded(passId: passId, stoppedBy: stoppedBy))) }
-        }
-        report.stoppedBy = stoppedBy
-        report.retryAfter = stoppedBy?.retryAfter
+        report.add(progress.verdicts)
+        report.stoppedBy = progress.stoppedBy
+        report.retryAfter = progress.stoppedBy?.retryAfter
         let planner = Planner(user: user, table: table, batchSize: batchSize, done: [])
         (report.heldCount, report.heldBehindOtherTablesCount) = try log.read { try planner.heldCounts($0) }
         report.remainingCount = try remaining()
         return report
     }
 
-    /// Appends `passStarted` before the first request (a pass with nothing to send leaves no trace).
-    private func begin(_ passId: UInt64?) async throws -> UInt64 {
-        if let passId { return passId }
-        let (user, table, automatic, maxRefusals, batchSize) = (user, table, automatic, maxRefusals, batchSize)
-        return try await log.append(sync: .withoutMetaSync) { appender in
-            let id = appender.nextSequence
-            try appender.append(
-                .passStarted(
-                    PassStarted(passId: id, user: user, table: table, automatic: automatic, maxRefusals: maxRefusals, batchSize: batchSize)))
-            return id
+    /// Records an answer and the decisions on it (R4.3–R4.5); then ends the pass, or plans the next request.
+    private func record(_ answer: RequestAnswer, to request: Request, _ appender: inout Appender, _ progress: inout Progress) throws -> Request? {
+        guard let passId = progress.passId else { return nil }
+        let writes = request.writes.map(\.id)
+        try appender.append(.answerReceived(AnswerReceived(passId: passId, writes: writes, answer: answer)))
+        let input = Decider.Input(passId: passId, writes: writes, answer: answer, maxRefusals: maxRefusals, at: appender.time)
+        let reader = appender.reader
+        let decision = try Decider.decide(input, entry: { try reader.entry($0) })
+        for event in decision.events { try appender.append(event) }
+        progress.verdicts += decision.verdicts
+        progress.done.formUnion(decision.verdicts.map(\.id))
+        switch decision.next {
+        case .goOn: break
+        case .stop(let failure):
+            progress.stoppedBy = failure
+            try appender.append(.passEnded(PassEnded(passId: passId, stoppedBy: failure)))
+            return nil
+        case .split:
+            let middle = writes.count / 2
+            progress.halves.insert(contentsOf: [Array(writes[..<middle]), Array(writes[middle...])], at: 0)
         }
+        return try next(&appender, &progress)
+    }
+
+    /// Plans the next request (a split half first) and appends its `attemptStarted`, refusing on the
+    /// way the writes that can no longer be made; or ends the pass when nothing can be sent now. The
+    /// pass starts (`passStarted`) with its first request: a pass with nothing to send leaves no trace.
+    private func next(_ appender: inout Appender, _ progress: inout Progress) throws -> Request? {
+        while !shouldStop() {
+            let planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
+            let batch: Planner.Batch
+            if progress.halves.isEmpty {
+                guard let planned = try planner.nextBatch(appender.reader) else { break }
+                batch = planned
+            } else {
+                batch = Planner.Batch(writes: try planner.stillReady(progress.halves.removeFirst(), appender.reader))
+            }
+            let (outgoing, unmade) = try requests(for: batch.writes, appender.reader)
+            if outgoing.isEmpty && unmade.isEmpty { continue }
+            let passId = try progress.passId ?? start(&appender)
+            progress.passId = passId
+            if !unmade.isEmpty {
+                for (id, reason) in unmade {
+                    guard let entry = try appender.reader.entry(id) else { continue }
+                    let state = WriteState.refused(Refusal(reason: "unmade: \(reason)", isFinal: true))
+                    try appender.append(.verdictRecorded(VerdictRecorded(writeId: id, passId: passId, state: state, refusals: entry.refusals)))
+                    progress.verdicts.append(SyncReport.Verdict(id: id, state: state, refusals: entry.refusals, replayed: false))
+                    progress.done.insert(id)
+                }
+                continue
+            }
+            let sent = outgoing.map { AttemptStarted.Sent(id: $0.id, idempotencyKey: $0.idempotencyKey) }
+            try appender.append(.attemptStarted(AttemptStarted(passId: passId, writes: sent)))
+            return Request(writes: outgoing, isAtomic: batch.isAtomic)
+        }
+        if let passId = progress.passId { try appender.append(.passEnded(PassEnded(passId: passId, stoppedBy: nil))) }
+        return nil
+    }
+
+    private func start(_ appender: inout Appender) throws -> UInt64 {
+        let id = appender.nextSequence
+        try appender.append(
+            .passStarted(PassStarted(passId: id, user: user, table: table, automatic: automatic, maxRefusals: maxRefusals, batchSize: batchSize)))
+        return id
     }
 
     /// The user's writes still pending.
@@ -138,31 +172,6 @@ struct Pass {
             }
         }
         return (outgoing, unmade)
-    }
-
-    /// Refuses, final and with no server error, the writes that cannot be made into a request.
-    private func recordUnmade(_ unmade: [(WriteID, String)], passId: UInt64) async throws -> [SyncReport.Verdict] {
-        try await log.append(sync: .withoutMetaSync) { appender in
-            var verdicts: [SyncReport.Verdict] = []
-            for (id, reason) in unmade {
-                guard let entry = try appender.reader.entry(id) else { continue }
-                let state = WriteState.refused(Refusal(reason: "unmade: \(reason)", isFinal: true))
-                try appender.append(
-                    .verdictRecorded(VerdictRecorded(writeId: id, passId: passId, state: state, refusals: entry.refusals)))
-                verdicts.append(SyncReport.Verdict(id: id, state: state, refusals: entry.refusals, replayed: false))
-            }
-            return verdicts
-        }
-    }
-}
-
-extension Decider.Decision {
-    /// What the pass keeps of a decision once its events are appended.
-    var sendable: Outcome { Outcome(next: next, verdicts: verdicts) }
-
-    struct Outcome: Sendable {
-        var next: Decider.Next
-        var verdicts: [SyncReport.Verdict]
     }
 }
 

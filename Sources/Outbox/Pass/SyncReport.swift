@@ -55,6 +55,10 @@ public struct SyncReport: Hashable, Sendable {
 
     public init() {}
 
+    mutating func add(_ verdicts: [Verdict]) {
+        for verdict in verdicts { add(verdict) }
+    }
+
     mutating func add(_ verdict: Verdict) {
         verdicts.append(verdict)
         switch verdict.kind {
