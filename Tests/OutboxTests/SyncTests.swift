@@ -94,3 +94,17 @@ struct SyncMisuseTests {
         }
     }
 }
+
+@Suite("Atomic group bounds")
+struct AtomicGroupBoundsTests {
+    @Test("an atomic group of more than maxGroupSize writes is refused and writes nothing (R2.4)")
+    func tooLarge() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let before = try client.eventCount()
+            let writes = (0...WriteQueued.maxGroupSize).map { todo(Int64($0)) }
+            await #expect(throws: OutboxError.invalidWrite) { try await client.enqueue(contentsOf: writes, atomic: true) }
+            #expect(try client.eventCount() == before)
+        }
+    }
+}

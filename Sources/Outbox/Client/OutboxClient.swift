@@ -162,6 +162,9 @@ public final class OutboxClient: Sendable {
 
     private func enqueue(_ writes: [Write], atomic: Bool, owner: String) async throws -> [WriteID] {
         guard !writes.isEmpty else { return [] }
+        if atomic && writes.count > WriteQueued.maxGroupSize {
+            throw OutboxError.invalid("an atomic group holds at most \(WriteQueued.maxGroupSize) writes")
+        }
         for write in writes { try write.validate() }
         let random = configuration.random
         let ids = try await log.append(isEnqueue: true) { appender in

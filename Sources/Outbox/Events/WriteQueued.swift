@@ -65,13 +65,24 @@ public struct WriteQueued: EventPayload {
         }
     }
 
+    /// The most writes one atomic group may hold.
+    public static let maxGroupSize = 10_000
+
     static func decode(from reader: inout ByteReader) throws -> WriteQueued {
-        WriteQueued(
+        let queued = WriteQueued(
             id: try reader.id(), user: try reader.string(), table: try reader.string(),
             operation: try Operation.decode(from: &reader), key: try JSONValue.decode(from: &reader),
             body: try JSONValue.decode(from: &reader), baseVersion: try reader.optional { try $0.signed() },
             dependsOn: try reader.ids(), follows: try reader.ids(), idempotencyKey: try IdempotencyKey.decode(from: &reader),
             atomicGroup: try reader.optional { AtomicGroup(first: try $0.id(), count: try $0.int()) })
+        // A group is the consecutive ids from `first`, this write among them (a damaged or hostile record
+        // must not make a reader walk billions of ids).
+        if let group = queued.atomicGroup {
+            guard (2...maxGroupSize).contains(group.count), group.first <= queued.id,
+                queued.id.rawValue - group.first.rawValue < UInt64(group.count)
+            else { throw DecodeFailure("an atomic group that does not hold its write") }
+        }
+        return queued
     }
 
     var writeIDs: [WriteID] { [id] }
