@@ -324,3 +324,4 @@ print("|---|---|---|---|---|---|---|")
 for row in rows {
     print("| \(row.name) | \(row.size) | \(format(row.median)) | \(format(row.best)) | \(Int(Double(row.size) / row.median)) | \(row.baseline): \(format(row.baselineMedian)) | \(String(format: "%.2f", row.median / row.baselineMedian))× |")
 }
+print("bench: \(rows.count) figures measured\(options.quick ? " (--quick smoke: sizes too small to judge by)" : "")")

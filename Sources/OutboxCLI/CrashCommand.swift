@@ -75,6 +75,7 @@ extension Commands {
         var problems: [String] = []
         var pointsRun = 0
         var pointsReached = 0
+        var unreached: [String] = []
         var killed = 0
         var acknowledged = 0
         var appliedTotal = 0
@@ -86,6 +87,8 @@ extension Commands {
                 if died {
                     killed += 1
                     pointsReached += 1
+                } else {
+                    unreached.append("\(point.rawValue)#\(n)")
                 }
                 try harness.finish()
                 problems += harness.check().map { "\(point.rawValue)#\(n): \($0)" }
@@ -106,10 +109,11 @@ extension Commands {
         problems += cycles.check().map { "random kills: \($0)" }
         acknowledged += cycles.acked.count
         appliedTotal += cycles.applied.count
-        say("named points: \(pointsReached) of \(pointsRun) reached and killed; \(acknowledged) writes acknowledged, \(appliedTotal) applied")
+        say("named points: \(pointsReached) of \(pointsRun) reached and killed" + (unreached.isEmpty ? "" : " (the workload did not reach \(unreached.joined(separator: ", ")))"))
+        say("\(acknowledged) writes acknowledged, \(appliedTotal) applied (a write can be applied with its acknowledgement lost to the kill)")
         for problem in problems.prefix(30) { say("  " + problem) }
         let lost = problems.filter { $0.contains("I1") }.count
-        say("crash: \(pointsRun) points, \(killed) kills, \(lost) lost" + (problems.isEmpty ? "" : ", \(problems.count) problems"))
+        say("crash: \(pointsRun) points, \(kills) random kill cycles, \(killed) kills, \(lost) lost" + (problems.isEmpty ? "" : ", \(problems.count) problems"))
         return problems.isEmpty ? .success : .notSo
     }
 }

@@ -68,7 +68,7 @@ import Testing
     func crashHarness() throws {
         let run = try outbox("crash", "--kills", "0", "--points", "enqueue.afterCommit,pass.afterSend,pass.answerBeforeCommit")
         #expect(run.status == 0, "\(run.stdout)")
-        #expect(run.stdout.contains("crash: 9 points"))
+        #expect(run.stdout.contains("crash: 9 points, 0 random kill cycles"))
         #expect(run.stdout.contains("0 lost"))
     }
 }
