@@ -29,8 +29,11 @@ extension Commands {
         let outbox = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
         try await outbox.settleSession(user: "alice", accessToken: AccessToken.unsigned(subject: "alice"))
         var rng = SeededRandomSource(seed: seed &+ UInt64(getpid()))
-        for _ in 0..<writes {
-            switch rng.next(below: 100) {
+        for step in 0..<writes {
+            // Every tenth step rebuilds and every tenth (offset) switches user, so each named crash point
+            // is passed at least three times in a 40-step run.
+            let roll = step % 10 == 9 ? 95 : step % 10 == 4 ? 99 : rng.next(below: 100)
+            switch roll {
             case 0..<70:
                 let key = Int64(1 + rng.next(below: 8))
                 let id = try await outbox.enqueue(.upsert(into: "todos", key: ["id": .int(key)], body: ["n": .int(Int64(rng.next(below: 1000)))]))
