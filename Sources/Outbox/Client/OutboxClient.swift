@@ -60,9 +60,9 @@ public final class OutboxClient: Sendable {
         options.random = configuration.random
         options.crashPlan = configuration.crashPlan
         let log = try EventLog(path: path, options: options)
-        let user = try log.read { try $0.session()?.user }
+        let (user, deadline) = try log.read { (try $0.session()?.user, try $0.retryAfterUntil()) }
         let client = OutboxClient(log: log, transport: transport, configuration: configuration, user: user)
-        if let deadline = try log.retryAfterDeadline() { client.syncState.withLock { $0.retryAfterUntil = deadline } }
+        if let deadline { client.syncState.withLock { $0.retryAfterUntil = deadline } }
         log.observeCommits { [weak client] events in client?.didCommit(events) }
         client.refreshStatus()
         client.trigger(.opened)

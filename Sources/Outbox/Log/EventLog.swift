@@ -181,35 +181,6 @@ package final class EventLog: Sendable {
         }
     }
 
-    /// The latest Retry-After deadline among the passes that ended in the last `limit` events (a
-    /// Retry-After is capped at an hour, so the search stops at events older than that): a new client
-    /// keeps honouring what an earlier run was told (R5.3).
-    package func retryAfterDeadline(within limit: Int = 10_000) throws -> Timestamp? {
-        let path = self.path
-        return try storageErrors {
-            try environment.read { txn in
-                try txn.withCursor(logDatabase) { cursor -> Timestamp? in
-                    var entry = try cursor.last()
-                    var looked = 0
-                    var newest: Timestamp?
-                    var deadline: Timestamp?
-                    while let current = entry, looked < limit {
-                        let recorded = try Self.decode(current.value, sequence: Key.readBigEndian(current.key), path: path)
-                        if newest == nil { newest = recorded.at }
-                        if let newest, recorded.at < newest.adding(seconds: -RetryAfter.cap) { break }
-                        if case .passEnded(let ended) = recorded.event, let seconds = ended.stoppedBy?.retryAfter, seconds > 0 {
-                            let until = recorded.at.adding(seconds: seconds)
-                            deadline = max(deadline ?? until, until)
-                        }
-                        looked += 1
-                        entry = try cursor.previous()
-                    }
-                    return deadline
-                }
-            }
-        }
-    }
-
     /// Every stored record's bytes, by sequence (the damaged-log harness finds them in the data file).
     package func storedRecords() throws -> [(sequence: UInt64, bytes: [UInt8])] {
         try storageErrors {

@@ -47,6 +47,11 @@ struct StoreReader {
         }
     }
 
+    /// The latest Retry-After deadline a pass was told (R5.3), if any.
+    func retryAfterUntil() throws -> Timestamp? {
+        try value(.meta, MetaKey.retryAfterUntil).map { Timestamp(milliseconds: Int64(bitPattern: Key.readBigEndianArray($0))) }
+    }
+
     func nextWriteID() throws -> UInt64 {
         try value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1
     }

@@ -1,6 +1,7 @@
 /// The databases the projections live in. Each is a fold of the log (R8.2); `log` itself is not one.
 public enum ProjectionTable: String, CaseIterable, Sendable {
-    /// Log-wide facts: origin, next write id, the settled session, the layout version, the applied sequence.
+    /// Log-wide facts: origin, next write id, the settled session, the layout version, the applied
+    /// sequence, the latest Retry-After deadline.
     case meta
     /// The verdict table: write id → `WriteEntry`, for every write the queue holds (R3.1, R6.1).
     case writes
@@ -47,7 +48,8 @@ enum MetaKey {
     static let session = Array("session".utf8)
     static let layout = Array("layout".utf8)
     static let applied = Array("applied".utf8)
+    static let retryAfterUntil = Array("retryAfterUntil".utf8)
 }
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 2
+let projectionLayoutVersion: UInt64 = 3

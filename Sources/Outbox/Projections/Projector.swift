@@ -24,7 +24,14 @@ struct Projector<Store: ProjectionStore> {
             var w = ByteWriter(capacity: 16)
             session.encode(into: &w)
             try store.set(.meta, MetaKey.session, w.bytes)
-        case .networkSwitched, .passStarted, .attemptStarted, .answerReceived, .passEnded, .batchAborted:
+        case .passEnded(let ended):
+            // The latest Retry-After deadline, so a new client honours what an earlier run was told (R5.3).
+            if let seconds = ended.stoppedBy?.retryAfter, seconds > 0 {
+                let until = recorded.at.adding(seconds: seconds)
+                let stored = try store.value(.meta, MetaKey.retryAfterUntil).map { Timestamp(milliseconds: Int64(bitPattern: Key.readBigEndianArray($0))) }
+                if stored.map({ until > $0 }) ?? true { try store.set(.meta, MetaKey.retryAfterUntil, Key.id(UInt64(bitPattern: until.rawValue))) }
+            }
+        case .networkSwitched, .passStarted, .attemptStarted, .answerReceived, .batchAborted:
             break
         case .verdictRecorded(let verdict):
             try update(verdict.writeId) { entry in
