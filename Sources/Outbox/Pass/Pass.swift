@@ -20,7 +20,7 @@ struct Pass: Sendable {
     /// What the pass carries from one transaction to the next.
     struct Progress: Sendable {
         var passId: UInt64?
-        /// Writes answered in this pass: not sent again in it (R3.1).
+        /// Writes answered in this pass and still sendable (refused, skipped, failed): not sent again in it (R3.1).
         var done = Set<WriteID>()
         /// Halves of a refused batch still to send (R4.5).
         var halves: [[WriteID]] = []
@@ -83,7 +83,9 @@ struct Pass: Sendable {
         let decision = try Decider.decide(input, entry: { try reader.entry($0) })
         for event in decision.events { try appender.append(event) }
         progress.verdicts += decision.verdicts
-        progress.done.formUnion(decision.verdicts.map(\.id))
+        // Only answers that leave a write sendable need remembering: the others take it out of the lists
+        // the planner reads (a drain of a million accepted writes keeps no million-entry set).
+        progress.done.formUnion(decision.verdicts.filter { [.refused, .skipped, .failed].contains($0.kind) }.map(\.id))
         switch decision.next {
         case .goOn: break
         case .stop(let failure):
