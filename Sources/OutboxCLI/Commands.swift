@@ -29,9 +29,9 @@ enum Commands {
           scenario <file> [--json]                      runs a scenario (SCENARIOS.md) against the simulated instance
           simulate (--seed S | --seeds N [--start S] | --regressions FILE) [--steps L] [--seconds T]
                                                        the deterministic simulation with faults
-          crash [--kills M] [--seed S]                 the SIGKILL crash harness: named crash points, random kills
+          crash [--kills M] [--seed S]                  the SIGKILL crash harness: named crash points, random kills
           damage [--samples N] [--seed S]               the damaged-log suite: record bytes, truncations, page bytes
-          demo                                          queues writes, syncs them against the simulated instance,
+          demo [--keep DIR]                             queues writes, syncs them against the simulated instance,
                                                        shows the reports, the status and one write's history
 
         <log> is the log's folder, or its data.mdb file. 'outbox <command> --help' says more.
