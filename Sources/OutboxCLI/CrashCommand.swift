@@ -11,7 +11,7 @@ internal import Glibc
 extension Commands {
     /// `outbox crash-worker <log> --seed S --writes N --instance FILE` (the harness's child).
     static func crashWorker(_ words: [String]) async throws -> Exit {
-        let args = try Arguments(command: "crash-worker", words: words, options: ["seed", "writes", "instance"], flags: [])
+        let args = try Arguments(command: "crash-worker", words: words, options: ["seed", "writes", "instance"], flags: ["enqueue-only"])
         let path = try args.positionals("log")[0]
         let seed = try args.unsigned("seed") ?? 1
         let writes = Int(try args.unsigned("writes") ?? 30)
@@ -32,7 +32,7 @@ extension Commands {
         for step in 0..<writes {
             // Every tenth step rebuilds and every tenth (offset) switches user, so each named crash point
             // is passed at least three times in a 40-step run.
-            let roll = step % 10 == 9 ? 95 : step % 10 == 4 ? 99 : rng.next(below: 100)
+            let roll = args.flag("enqueue-only") ? 0 : step % 10 == 9 ? 95 : step % 10 == 4 ? 99 : rng.next(below: 100)
             switch roll {
             case 0..<70:
                 let key = Int64(1 + rng.next(below: 8))
@@ -110,6 +110,12 @@ extension Commands {
         }
         try cycles.finish()
         problems += cycles.check().map { "random kills: \($0)" }
+        // Two processes enqueueing into one log at once: LMDB serializes their writers; every write of
+        // both is acknowledged once, under its own id, and the log verifies.
+        let shared = CrashRun(folder: root + "/two-processes", seed: seed)
+        let twoProblems = try shared.runTwoAtOnce(writes: 40)
+        problems += twoProblems.map { "two processes: \($0)" }
+        say("two processes enqueueing into one log at once: \(shared.acked.count) writes acknowledged, \(twoProblems.isEmpty ? "each once, under its own id; the log verifies" : "\(twoProblems.count) problems")")
         acknowledged += cycles.acked.count
         appliedTotal += cycles.applied.count
         say("named points: \(pointsReached) of \(pointsRun) reached and killed" + (unreached.isEmpty ? "" : " (the workload did not reach \(unreached.joined(separator: ", ")))"))
@@ -171,6 +177,41 @@ final class CrashRun {
             }
         }
         return process.terminationReason == .uncaughtSignal
+    }
+
+    /// Two enqueue-only workers on the log at the same time; returns what went wrong.
+    func runTwoAtOnce(writes: Int) throws -> [String] {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let workers = (1...2).map { index -> (Process, Pipe) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            process.arguments = ["crash-worker", log, "--seed", String(seed &+ UInt64(index * 1000)), "--writes", String(writes), "--enqueue-only"]
+            var environment = ProcessInfo.processInfo.environment
+            environment["OUTBOX_CRASHPOINT"] = nil
+            process.environment = environment
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            return (process, out)
+        }
+        for (process, _) in workers { try process.run() }
+        var ids: [UInt64] = []
+        var problems: [String] = []
+        for (index, (process, out)) in workers.enumerated() {
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            if process.terminationStatus != 0 { problems.append("worker \(index + 1) exited with \(process.terminationStatus)") }
+            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix("ACK ") {
+                let words = line.split(separator: " ")
+                if let id = UInt64(words[1]) {
+                    ids.append(id)
+                    acked[id] = Int64(words[2]) ?? 0
+                }
+            }
+        }
+        if ids.count != 2 * writes { problems.append("\(ids.count) acknowledgements, not \(2 * writes)") }
+        if Set(ids).count != ids.count { problems.append("two writes were given one id") }
+        return problems + check(final: false)
     }
 
     /// A last worker with no crash point sends what is left.
