@@ -2,8 +2,8 @@
 public struct SyncReport: Hashable, Sendable {
     /// One answer the call got for one write, or one decision it made on one.
     public struct Verdict: Hashable, Sendable {
-        /// accepted, merged, conflicted, refused, dead, blocked, failed, skipped, or unmade (refused by
-        /// the library, R4.3).
+        /// accepted, merged, conflicted, refused (by the instance, or by the library: unmade, R4.3), dead,
+        /// blocked, failed (a per-write failure that may pass, R4.4), skipped (R4.5).
         public enum Kind: String, Hashable, Sendable {
             case accepted, merged, conflicted, refused, dead, blocked, failed, skipped
         }
