@@ -104,6 +104,14 @@ struct ClassificationTests {
         #expect(RetryAfter.seconds("86400", now: now) == 3600)
         #expect(RetryAfter.seconds(nil, now: now) == nil)
     }
+
+    @Test("a deadline computed from a hostile time saturates instead of trapping (fuzz crasher)")
+    func saturatingTime() {
+        #expect(Timestamp(milliseconds: .max - 5).adding(seconds: 3600) == Timestamp(rawValue: .max))
+        #expect(Timestamp(milliseconds: .min + 5).adding(seconds: -3600) == Timestamp(rawValue: .min))
+        #expect(Timestamp(milliseconds: 0).adding(seconds: .infinity) == Timestamp(milliseconds: 0))
+        #expect(Timestamp(milliseconds: 0).adding(seconds: 1e300) == Timestamp(milliseconds: 9_000_000_000_000_000_000))
+    }
 }
 
 @Suite("The replayer")

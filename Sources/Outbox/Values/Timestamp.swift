@@ -11,7 +11,15 @@ public struct Timestamp: RawRepresentable, Hashable, Comparable, Sendable, Custo
     public static func < (a: Timestamp, b: Timestamp) -> Bool { a.rawValue < b.rawValue }
 
     /// This moment plus `seconds`.
-    public func adding(seconds: Double) -> Timestamp { Timestamp(rawValue: rawValue + Int64((seconds * 1000).rounded())) }
+    /// The time `seconds` later (earlier when negative), saturating at the ends of the range: a time
+    /// read from a damaged or hostile record never traps.
+    public func adding(seconds: Double) -> Timestamp {
+        let milliseconds = (seconds * 1000).rounded()
+        guard milliseconds.isFinite else { return self }
+        let delta = Int64(max(min(milliseconds, 9e18), -9e18))
+        let (sum, overflow) = rawValue.addingReportingOverflow(delta)
+        return Timestamp(rawValue: overflow ? (delta > 0 ? .max : .min) : sum)
+    }
 
     /// ISO 8601 with milliseconds, in UTC: `2026-01-01T00:00:00.000Z`.
     public var description: String {
