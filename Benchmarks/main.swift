@@ -1,7 +1,7 @@
 // The benchmarks: warm-up, N timed runs, median and best, each figure also a ratio to a baseline
 // measured in the same run (this machine is shared and noisy).
 //
-//   swift run -c release outbox-benchmarks [--quick] [--runs N] [filter]
+//   swift run -c release outbox-benchmarks [--quick] [--runs N] [--size N] [filter]
 import COutboxLMDB
 import Foundation
 import Outbox
@@ -12,6 +12,8 @@ struct Options: Sendable {
     var quick = false
     var runs = 5
     var filter: String?
+    /// Overrides the large cases' size (1,000,000; 10,000 with --quick): `--size 10000000 history`.
+    var size: Int?
 }
 
 let options: Options = {
@@ -21,6 +23,10 @@ let options: Options = {
         words.removeFirst()
         switch word {
         case "--quick": options.quick = true
+        case "--size":
+            guard let text = words.first, let size = Int(text), size > 0 else { fatalError("--size takes a number") }
+            options.size = size
+            words.removeFirst()
         case "--runs":
             guard let text = words.first, let runs = Int(text), runs > 0 else { fatalError("--runs takes a number") }
             options.runs = runs
@@ -124,10 +130,13 @@ func blocking(_ body: @escaping @Sendable () async throws -> Void) {
     done.wait()
 }
 
-let bulkSize = options.quick ? 10_000 : 1_000_000
-let sampleRecords: [[UInt8]] = writes(bulkSize).enumerated().map { index, write in
+let bulkSize = options.size ?? (options.quick ? 10_000 : 1_000_000)
+/// The records the raw baseline puts: the same bytes as the engine's `writeQueued` records.
+func sampleRecords(_ count: Int) -> [[UInt8]] {
+    writes(count).enumerated().map { index, write in
     RecordCodec.encode(.writeQueued(WriteQueued(id: WriteID(UInt64(index + 1)), user: "alice", table: write.table, operation: write.operation,
         key: write.key, body: write.body, idempotencyKey: IdempotencyKey(high: 1, low: UInt64(index)))), at: Timestamp(milliseconds: 0), sequence: UInt64(index + 1))
+    }
 }
 
 func selected(_ name: String) -> Bool { options.filter.map { name.contains($0) } ?? true }
@@ -156,7 +165,7 @@ func openClient(_ path: String, batchSize: Int = 50) throws -> OutboxClient {
 if selected("enqueue-durable") {
     let size = options.quick ? 200 : 10_000
     let all = writes(size)
-    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: Array(sampleRecords.prefix(size)), perTransaction: 1) }, tearDown: removing)
+    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: sampleRecords(size), perTransaction: 1) }, tearDown: removing)
     let engine = try measure({ temporaryPath() }, { path in
         blocking {
             let client = try openClient(path)
@@ -197,7 +206,8 @@ if selected("enqueue-concurrent") {
 // 3. Bulk enqueue, 1000 per transaction, projections included: against raw LMDB and the peer.
 if selected("bulk-enqueue") {
     let all = writes(bulkSize)
-    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: sampleRecords, perTransaction: 1000) }, tearDown: removing)
+    let records = sampleRecords(bulkSize)
+    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing)
     let engine = try measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing)
     let rows = peerRows(all)
     let peer = try measure({ () -> (String, SQLiteOutbox) in let path = temporaryPath(); return (path, SQLiteOutbox(path: path)) }, { state in
