@@ -149,18 +149,8 @@ final class CrashRun {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try applied.map { "\($0.origin) \($0.id) \($0.key)" }.joined(separator: "\n").write(toFile: instanceFile, atomically: true, encoding: .utf8)
         runs += 1
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
-        if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path) {
-            process.executableURL = URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0])
-        }
-        process.arguments = ["crash-worker", log, "--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile]
-        var environment = ProcessInfo.processInfo.environment
-        environment["OUTBOX_CRASHPOINT"] = crashPoint
-        process.environment = environment
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
+        let (process, out) = worker(
+            ["--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile], crashPoint: crashPoint)
         try process.run()
         if let delay = killAfterMilliseconds {
             usleep(useconds_t(delay * 1000))
@@ -179,20 +169,25 @@ final class CrashRun {
         return process.terminationReason == .uncaughtSignal
     }
 
+    /// A worker process on this log (this same program, `crash-worker`), its output piped back.
+    private func worker(_ arguments: [String], crashPoint: String?) -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["crash-worker", log] + arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["OUTBOX_CRASHPOINT"] = crashPoint
+        process.environment = environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        return (process, out)
+    }
+
     /// Two enqueue-only workers on the log at the same time; returns what went wrong.
     func runTwoAtOnce(writes: Int) throws -> [String] {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let workers = (1...2).map { index -> (Process, Pipe) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            process.arguments = ["crash-worker", log, "--seed", String(seed &+ UInt64(index * 1000)), "--writes", String(writes), "--enqueue-only"]
-            var environment = ProcessInfo.processInfo.environment
-            environment["OUTBOX_CRASHPOINT"] = nil
-            process.environment = environment
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            return (process, out)
+        let workers = (1...2).map { index in
+            worker(["--seed", String(seed &+ UInt64(index * 1000)), "--writes", String(writes), "--enqueue-only"], crashPoint: nil)
         }
         for (process, _) in workers { try process.run() }
         var ids: [UInt64] = []
