@@ -43,8 +43,10 @@ public enum Simulator {
         } catch {
             run.failures.append("an unexpected error at step \(run.stepIndex): \(error)")
         }
-        failures = run.failures + run.transport.state.withLock { $0.violations }
+        // Closing ends the events streams, which I10 then reads to their end.
         run.close()
+        await run.checkEventCanaries()
+        failures = run.failures + run.transport.state.withLock { $0.violations }
         if keep && !failures.isEmpty {
             failures.append("the log is kept in \(folder)")
         } else {
