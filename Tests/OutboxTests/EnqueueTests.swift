@@ -150,6 +150,22 @@ import Testing
         }
     }
 
+    // R8.2: a transaction's counters, rows and meta are held in memory and written once; one that
+    // holds more than the store keeps (4096 entries) writes them out part way, and the projections
+    // still equal the fold of the log.
+    @Test func aLargeTransactionKeepsProjectionsEqualToTheFold() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: (0..<5000).map { todo(Int64($0)) })
+            #expect(Set(ids).count == 5000)
+            let next = try await client.enqueue(todo(0))
+            #expect(next.rawValue == ids.last!.rawValue + 1)
+            #expect(try await client.write(next)?.follows == [ids[0]], "follows the unsettled write to its row (R2.2)")
+            #expect(try await client.verify().isOK)
+            #expect(try client.log.read { try $0.counters(user: "alice").pending } == 5001)
+        }
+    }
+
     // STYLE.md: the map grows inside the engine (a tiny initial map).
     @Test func growsATinyMap() async throws {
         try await withTemporaryLog { path in

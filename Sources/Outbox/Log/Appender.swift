@@ -8,10 +8,10 @@ package struct Appender {
     let reader: StoreReader
     private(set) var nextSequence: UInt64
     package private(set) var appended: [RecordedEvent] = []
-    private var projector: Projector<ClosureStore>
+    private var projector: Projector<TransactionStore>
     private let putRecord: (UInt64, [UInt8]) throws -> Void
 
-    init(time: Timestamp, nextSequence: UInt64, store: ClosureStore, reader: StoreReader, putRecord: @escaping (UInt64, [UInt8]) throws -> Void) {
+    init(time: Timestamp, nextSequence: UInt64, store: TransactionStore, reader: StoreReader, putRecord: @escaping (UInt64, [UInt8]) throws -> Void) {
         self.time = time
         self.nextSequence = nextSequence
         self.projector = Projector(store: store)
@@ -33,6 +33,7 @@ package struct Appender {
     /// Records the last applied sequence; called once when the transaction's work is done.
     mutating func finish() throws {
         if !appended.isEmpty { try projector.markApplied(nextSequence - 1) }
+        try projector.store.flush()
     }
 
     /// Unsettled writes to the row (R2.2), as this transaction sees them.

@@ -89,33 +89,35 @@ package final class EventLog: Sendable {
         let access = txn.unsafeAccess
         let last = try access.withCursor(logDatabase) { cursor in try cursor.last().map { Key.readBigEndian($0.key) } } ?? 0
         let logDatabase = self.logDatabase
+        let store = TransactionStore(access: access, tables: tables)
         var appender = Appender(
-            time: clock.now(), nextSequence: last + 1, store: store(access), reader: reader(access),
+            time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
             putRecord: { sequence, record in try access.put(logDatabase, key: Key.id(sequence), value: record, options: .append) })
         return try body(&appender)
     }
 
-    /// The projections of a write transaction, as a fold's store.
-    private func store(_ access: WriteAccess) -> ClosureStore {
-        let tables = self.tables
-        return ClosureStore(
-            read: { table, key in try access.get(tables[table.index], key: key) },
-            write: { table, key, value in
-                if let value { try access.put(tables[table.index], key: key, value: value) } else { try access.delete(tables[table.index], key: key) }
-            })
+    /// A reader over a write transaction: the projections through its store, the log directly.
+    private func reader(_ store: TransactionStore, _ access: WriteAccess) -> StoreReader {
+        StoreReader(value: store.value, scan: store.scan, record: recordReader(access))
+    }
+
+    /// Reads one event of the log in a transaction; nil when there is none.
+    private func recordReader(_ access: some ReadableTransaction) -> (UInt64) throws -> RecordedEvent? {
+        let logDatabase = self.logDatabase, path = self.path
+        return { sequence in
+            try Key.id(sequence).withUnsafeBytes { key in
+                try access.withValue(logDatabase, key: key) { bytes in try Self.decode(bytes, sequence: sequence, path: path) }
+            }
+        }
     }
 
     /// A reader over a transaction's projections and log.
     private func reader(_ access: some ReadableTransaction) -> StoreReader {
-        let tables = self.tables, logDatabase = self.logDatabase, path = self.path
+        let tables = self.tables
         return StoreReader(
             value: { table, key in try access.get(tables[table.index], key: key) },
             scan: { table, prefix, start, visit in try access.forEach(tables[table.index], prefix: prefix, from: start, visit) },
-            record: { sequence in
-                try Key.id(sequence).withUnsafeBytes { key in
-                    try access.withValue(logDatabase, key: key) { bytes in try Self.decode(bytes, sequence: sequence, path: path) }
-                }
-            })
+            record: recordReader(access))
     }
 
     /// Appends through the group committer: callers arriving while a commit is in flight share the
@@ -222,7 +224,8 @@ package final class EventLog: Sendable {
                 let access = txn.unsafeAccess
                 for table in ProjectionTable.allCases { try access.clear(tables[table.index]) }
                 let total = try access.count(logDatabase)
-                var projector = Projector(store: store(access))
+                let store = TransactionStore(access: access, tables: tables)
+                var projector = Projector(store: store)
                 var last: UInt64 = 0
                 var folded = 0
                 try access.forEach(logDatabase, prefix: []) { key, value in
@@ -233,6 +236,7 @@ package final class EventLog: Sendable {
                     return true
                 }
                 if last > 0 { try projector.markApplied(last) }
+                try store.flush()
             }
         }
     }

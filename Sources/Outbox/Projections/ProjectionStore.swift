@@ -4,6 +4,13 @@ protocol ProjectionStore {
     func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]?
     mutating func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws
     mutating func remove(_ table: ProjectionTable, _ key: [UInt8]) throws
+    /// `set`, for a key that is usually greater than every key of the table (a new write's entries):
+    /// a store may place it without a search.
+    mutating func setAtEnd(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws
+}
+
+extension ProjectionStore {
+    mutating func setAtEnd(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws { try set(table, key, value) }
 }
 
 /// Projections held in memory, in LMDB's key order when listed.
@@ -18,14 +25,4 @@ struct MemoryProjections: ProjectionStore {
     func sortedEntries(_ table: ProjectionTable) -> [(key: [UInt8], value: [UInt8])] {
         (tables[table] ?? [:]).map { (key: $0.key, value: $0.value) }.sorted { $0.key.lexicographicallyPrecedes($1.key) }
     }
-}
-
-/// A store over closures: how the fold reaches an LMDB write transaction it cannot hold.
-struct ClosureStore: ProjectionStore {
-    let read: (ProjectionTable, [UInt8]) throws -> [UInt8]?
-    let write: (ProjectionTable, [UInt8], [UInt8]?) throws -> Void
-
-    func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? { try read(table, key) }
-    func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws { try write(table, key, value) }
-    func remove(_ table: ProjectionTable, _ key: [UInt8]) throws { try write(table, key, nil) }
 }

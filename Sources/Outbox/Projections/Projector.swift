@@ -8,9 +8,13 @@ struct Projector<Store: ProjectionStore> {
     var store: Store
 
     mutating func apply(_ recorded: RecordedEvent) throws {
+        // A new write's keys usually follow every other key of `history`, `writes` and `pending`.
+        var newWrite: WriteID?
+        if case .writeQueued(let queued) = recorded.event { newWrite = queued.id }
         let ids = recorded.event.writeIDs
         for (position, id) in ids.enumerated() where position == 0 || !ids[..<position].contains(id) {
-            try store.set(.history, Key.pair(id.rawValue, recorded.sequence), [])
+            let key = Key.pair(id.rawValue, recorded.sequence)
+            if id == newWrite { try store.setAtEnd(.history, key, []) } else { try store.set(.history, key, []) }
         }
         switch recorded.event {
         case .logCreated(let created):
@@ -85,15 +89,17 @@ struct Projector<Store: ProjectionStore> {
     }
 
     private mutating func queue(_ queued: WriteQueued, at sequence: UInt64) throws {
-        guard try entry(queued.id) == nil else { return }
+        // Ids are given once, in order (R2.1): a `writeQueued` below the next id repeats one and changes nothing.
+        let next = try store.value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1
+        guard queued.id.rawValue >= next else { return }
         let entry = WriteEntry(
             queuedSequence: sequence, user: queued.user, table: queued.table,
             rowHash: StableHash.row(user: queued.user, table: queued.table, key: queued.key),
             dependencies: queued.dependencies, atomicGroup: queued.atomicGroup, idempotencyKey: queued.idempotencyKey,
             state: .pending, refusals: 0, replayed: false, schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil,
             environmentalStreak: 0)
-        try store.set(.writes, Key.id(queued.id.rawValue), entry.encode())
-        try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
+        try store.setAtEnd(.writes, Key.id(queued.id.rawValue), entry.encode())
+        try store.setAtEnd(.pending, Key.user(entry.user, queued.id.rawValue), [])
         try count(entry.user, .pending, by: 1)
         var row = try rowIDs(entry.rowHash)
         row.append(queued.id)
@@ -101,8 +107,7 @@ struct Projector<Store: ProjectionStore> {
         for dependency in entry.dependencies {
             try store.set(.dependents, Key.pair(dependency.rawValue, queued.id.rawValue), [])
         }
-        let next = try store.value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1
-        if queued.id.rawValue >= next { try store.set(.meta, MetaKey.nextWriteId, Key.id(queued.id.rawValue &+ 1)) }
+        try store.set(.meta, MetaKey.nextWriteId, Key.id(queued.id.rawValue &+ 1))
     }
 
     private mutating func update(_ id: WriteID, _ change: (inout WriteEntry) -> Void) throws {
