@@ -280,6 +280,12 @@ if selected("rebuild") || selected("history") || selected("open") {
     blocking { try await bulkEnqueue(path: path, writes(bulkSize)) }
     if selected("rebuild") {
         let log = try EventLog(path: path)
+        // Measured before any rebuild: a rebuild rewrites every projection in one transaction, and the
+        // file keeps its high-water mark.
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as? Int) ?? 0
+        let used = try log.environment.read { txn in
+            try EventLog.databaseNames.map { name in (name, try txn.usedBytes(log.environment.database(name))) }
+        }
         let projectionEntries = try log.environment.read { txn in
             try ProjectionTable.allCases.reduce(0) { $0 + (try txn.count(log.environment.database($1.rawValue))) }
         }
@@ -288,10 +294,11 @@ if selected("rebuild") || selected("history") || selected("open") {
                               tearDown: removing)
         let rebuild = try measure({ () }, { try log.rebuild() })
         report("5. rebuild (\(projectionEntries) projection entries)", size: bulkSize + 2, rebuild, baseline: "raw bulk append of as many entries", raw)
-        let bytes = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as? Int) ?? 0
         let payload = writes(1)[0]
         let keyBody = JSONText.render(payload.key).utf8.count + JSONText.render(payload.body).utf8.count
         print("8. log bytes per queued write: \(bytes / bulkSize) (data.mdb \(bytes) bytes for \(bulkSize) writes; key + body \(keyBody) bytes)")
+        let inUse = used.filter { $0.1 > 0 }.map { "\($0.0) \($0.1 / bulkSize)" }.joined(separator: ", ")
+        print("   pages in use per write: \(used.reduce(0) { $0 + $1.1 } / bulkSize) B (\(inUse))")
         log.close()
     }
     // 6. history(of:) latency, p50 and p99 over 1000 random writes, on this log and a small one.

@@ -39,6 +39,13 @@ extension ReadableTransaction where Self: ~Copyable {
         return stat.ms_entries
     }
 
+    /// Bytes of the pages `db` uses (branch, leaf and overflow).
+    public func usedBytes(_ db: Database) throws -> Int {
+        var stat = MDB_stat()
+        try check(mdb_stat(handle, db.dbi, &stat), "mdb_stat(\(db.name))", path: path)
+        return (stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages) * Int(stat.ms_psize)
+    }
+
     /// Runs `body` with a cursor on `db`; the cursor is closed when `body` returns.
     public func withCursor<R>(_ db: Database, _ body: (borrowing Cursor) throws -> R) throws -> R {
         var raw: OpaquePointer?

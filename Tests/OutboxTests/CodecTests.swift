@@ -155,6 +155,18 @@ let everyKindOfEvent: [Event] = {
         let a: JSONValue = ["x": 1, "y": ["b": 2, "a": 1]]
         let b: JSONValue = ["y": ["a": 1, "b": 2], "x": 1]
         #expect(a.canonicalBytes == b.canonicalBytes)
+        // The stored form itself: tag 7 (object), count, then keys in UTF-8 order with their values.
+        #expect(a.canonicalBytes == [7, 2, 1, 0x78, 3, 2, 1, 0x79, 7, 2, 1, 0x61, 3, 2, 1, 0x62, 3, 4])
+    }
+
+    /// A row's slot is stored (in `rows` and each write's entry), so its hash must never change (R2.2).
+    @Test func theRowHashIsStable() {
+        let key: JSONValue = ["id": 1]
+        #expect(key.canonicalBytes == [7, 1, 2, 0x69, 0x64, 3, 2])
+        #expect(StableHash.row(user: "alice", table: "todos", key: key) == 0x4833_0B59_8765_E4D0)
+        #expect(StableHash.row(user: "alice", table: "todos", key: key)
+            == StableHash.of([Array("alice".utf8), Array("todos".utf8), key.canonicalBytes]))
+        #expect(StableHash.row(user: "alice", table: "todos", key: ["id": 2]) != StableHash.row(user: "bob", table: "todos", key: ["id": 2]))
     }
 
     @Test(arguments: ["", "{", "[1,]", "{\"a\":1,\"a\":2}", "01", "1.", "\"\\x\"", "nul", "{} {}", "\"\u{01}\"", "[\"\\ud800\"]",

@@ -28,7 +28,7 @@ struct ByteWriter {
 
     /// Eight bytes, big-endian: sortable keys.
     mutating func bigEndian(_ value: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     mutating func littleEndian32(_ value: UInt32) {

@@ -19,7 +19,7 @@ package final class EventLog: Sendable {
     package let committer = GroupCommitter()
     private let commitObserver = Mutex<(@Sendable ([RecordedEvent]) -> Void)?>(nil)
 
-    static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
+    package static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
 
     /// Settings of `open`.
     package struct Options: Sendable {

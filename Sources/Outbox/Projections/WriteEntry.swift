@@ -132,17 +132,29 @@ struct Counters: Hashable, Sendable {
 
 /// FNV-1a, 64 bits: a stable hash (Swift's `Hasher` is seeded per process, so it cannot be stored).
 enum StableHash {
+    private static let basis: UInt64 = 0xCBF2_9CE4_8422_2325
+    private static let prime: UInt64 = 0x0000_0100_0000_01B3
+
     static func of(_ parts: [[UInt8]]) -> UInt64 {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        var hash = basis
         for (index, part) in parts.enumerated() {
-            if index > 0 { hash = (hash ^ 0xFF) &* 0x0000_0100_0000_01B3 }
-            for byte in part { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+            if index > 0 { hash = (hash ^ 0xFF) &* prime }
+            hash = add(part, to: hash)
         }
         return hash
     }
 
-    /// The slot of one user's row: a collision only adds a dependency, never loses one.
+    private static func add(_ bytes: some Sequence<UInt8>, to hash: UInt64) -> UInt64 {
+        var hash = hash
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* prime }
+        return hash
+    }
+
+    /// The slot of one user's row: a collision only adds a dependency, never loses one. Equal to
+    /// `of([user, table, key's canonical bytes])`, without copying the parts.
     static func row(user: String, table: String, key: JSONValue) -> UInt64 {
-        of([Array(user.utf8), Array(table.utf8), key.canonicalBytes])
+        var hash = add(user.utf8, to: basis)
+        hash = add(table.utf8, to: (hash ^ 0xFF) &* prime)
+        return add(key.canonicalBytes, to: (hash ^ 0xFF) &* prime)
     }
 }

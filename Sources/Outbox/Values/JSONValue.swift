@@ -69,11 +69,16 @@ extension JSONValue {
             writer.array(values) { $1.encode(into: &$0) }
         case .object(let members):
             writer.byte(Tag.object.rawValue)
-            let sorted = members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-            writer.varint(sorted.count)
-            for (key, value) in sorted {
+            writer.varint(members.count)
+            if members.count == 1, let (key, value) = members.first {
+                // The common key `{"id": …}`: nothing to sort.
                 writer.string(key)
                 value.encode(into: &writer)
+                return
+            }
+            for key in members.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+                writer.string(key)
+                members[key]!.encode(into: &writer)
             }
         }
     }
