@@ -141,18 +141,6 @@ extension WritableTransaction where Self: ~Copyable {
         try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try put(db, key: k, value: v, options: options) } }
     }
 
-    /// Stores `value` under `key` with `MDB_APPEND` when `key` is greater than every key of `db` (no
-    /// search, and pages left full rather than split in half), and with a plain put otherwise. For keys
-    /// that usually arrive in order: LMDB refuses an out-of-order append before changing anything.
-    public func putAtEnd(_ db: Database, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
-        if key.count > 511 { throw LMDBError(.keyTooLong(key.count), path: path) }
-        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
-        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-        var rc = mdb_put(handle, db.dbi, &k, &v, UInt32(MDB_APPEND))
-        if rc == MDB_KEYEXIST { rc = mdb_put(handle, db.dbi, &k, &v, 0) }
-        try check(rc, "mdb_put(\(db.name))", path: path)
-    }
-
     /// Removes `key`; returns whether it was there.
     @discardableResult
     public func delete(_ db: Database, key: UnsafeRawBufferPointer) throws -> Bool {

@@ -107,26 +107,4 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
             #expect(seen == [[1, 1], [1, 2]])
         }
     }
-
-    /// `putAtEnd` appends a greatest key, and stores any other key as a plain put would (replacing
-    /// the value of an existing one), in the same transaction.
-    @Test func putAtEndAppendsInOrderAndFallsBackOtherwise() throws {
-        try withTemporaryDirectory { path in
-            let env = try Environment(path: path, databases: ["a"])
-            let db = env.database("a")
-            func put(_ key: [UInt8], _ value: [UInt8], _ txn: borrowing WriteTransaction) throws {
-                try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try txn.putAtEnd(db, key: k, value: v) } }
-            }
-            try env.write { txn in
-                try put([1], [10], txn)
-                try put([3], [30], txn)
-                try put([2], [20], txn)  // below the last key: a plain put
-                try put([3], [31], txn)  // the last key itself: replaced
-                try put([4], [40], txn)  // appended after the fallbacks
-            }
-            var seen: [[UInt8]] = []
-            try env.read { txn in try txn.forEach(db, prefix: []) { key, value in seen.append(Array(key) + Array(value)); return true } }
-            #expect(seen == [[1, 10], [2, 20], [3, 31], [4, 40]])
-        }
-    }
 }

@@ -85,7 +85,14 @@ struct ByteReader {
         let length = try count()
         guard length <= remaining else { throw DecodeFailure("ends early") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
-        guard let value = String(validating: slice, as: UTF8.self) else { throw DecodeFailure("invalid UTF-8") }
+        let value: String
+        if slice.allSatisfy({ $0 < 0x80 }) {
+            // ASCII (names, tables, most keys) is valid UTF-8 as it is, and decodes without the generic validator.
+            value = String(decoding: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+        } else {
+            guard let validated = String(validating: slice, as: UTF8.self) else { throw DecodeFailure("invalid UTF-8") }
+            value = validated
+        }
         offset += length
         return value
     }

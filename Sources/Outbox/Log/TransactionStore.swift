@@ -1,83 +1,95 @@
 internal import OutboxLMDB
 
-/// The projections of one LMDB write transaction, as the fold's store and its reader's source.
+/// The projections of one LMDB write transaction, as the fold's store and its reader's source: a
+/// write-back cache over the transaction.
 ///
-/// Entries the fold rewrites many times a transaction (`meta`, `counters`, `rows`) are held in memory
-/// and written once each, in key order, by `flush`: a bulk enqueue of 1000 writes then puts the user's
-/// counters and the next write id once, not 1000 times. Reads look in memory first, so the fold and
-/// every reader of the transaction see the same state. `flush` runs before the transaction commits,
-/// before a scan of a held table, and when too many entries are held.
+/// An entry read is kept; an entry set or removed is held in memory and written to LMDB once, by
+/// `flush`, in key order. A batch of 100 verdicts then reads each write's entry from LMDB once though
+/// the planner, the decider and the fold all read it, a bulk enqueue of 1000 writes puts the user's
+/// counters and the next write id once, not 1000 times, and the new keys of a table (new writes' ids)
+/// are appended (`MDB_APPEND`: no search, full pages). Reads look in memory first, so the fold and every
+/// reader of the transaction see the same state. `flush` runs before the transaction commits, before a
+/// scan of a table with changes held, and when too many entries are held.
 final class TransactionStore: ProjectionStore {
     private let access: WriteAccess
     private let tables: [Database]
-    /// Indexed by `ProjectionTable.index`; nil for a table written through.
-    private var held: [[HeldKey: Held]?]
+    /// Indexed by `ProjectionTable.index`.
+    private var held: [[HeldKey: Held]]
+    /// Changed (not yet written) entries, per table.
+    private var changed: [Int]
     private var heldCount = 0
-    /// More than this many held entries are written out at once (a rebuild of a large log).
+    /// More than this many held entries are written out and forgotten (a rebuild of a large log).
     private static let limit = 4096
 
     init(access: WriteAccess, tables: [Database]) {
         self.access = access
         self.tables = tables
-        held = ProjectionTable.allCases.map { Self.isHeld($0) ? [:] : nil }
-    }
-
-    private static func isHeld(_ table: ProjectionTable) -> Bool {
-        switch table {
-        case .meta, .counters, .rows: return true
-        default: return false
-        }
+        held = Array(repeating: [:], count: ProjectionTable.allCases.count)
+        changed = Array(repeating: 0, count: ProjectionTable.allCases.count)
     }
 
     func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? {
-        guard held[table.index] != nil else { return try access.get(tables[table.index], key: key) }
         let heldKey = HeldKey(bytes: key)
-        if let entry = held[table.index]![heldKey] { return entry.value }
-        // Kept, so the next read of the entry (a new write's row is read twice) stays in memory.
+        if let entry = held[table.index][heldKey] { return entry.value }
         let value = try access.get(tables[table.index], key: key)
         try keep(table, heldKey, Held(value: value, isWritten: true))
         return value
     }
 
     func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws {
-        if held[table.index] != nil { return try keep(table, HeldKey(bytes: key), Held(value: value, isWritten: false)) }
-        try access.put(tables[table.index], key: key, value: value)
-    }
-
-    func setAtEnd(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws {
-        if held[table.index] != nil { return try keep(table, HeldKey(bytes: key), Held(value: value, isWritten: false)) }
-        try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try access.putAtEnd(tables[table.index], key: k, value: v) } }
+        try keep(table, HeldKey(bytes: key), Held(value: value, isWritten: false))
     }
 
     func remove(_ table: ProjectionTable, _ key: [UInt8]) throws {
-        if held[table.index] != nil { return try keep(table, HeldKey(bytes: key), Held(value: nil, isWritten: false)) }
-        try access.delete(tables[table.index], key: key)
+        try keep(table, HeldKey(bytes: key), Held(value: nil, isWritten: false))
     }
 
     private func keep(_ table: ProjectionTable, _ key: HeldKey, _ entry: Held) throws {
-        if held[table.index]!.updateValue(entry, forKey: key) == nil { heldCount += 1 }
+        let index = table.index
+        if let before = held[index].updateValue(entry, forKey: key) {
+            changed[index] += (entry.isWritten ? 0 : 1) - (before.isWritten ? 0 : 1)
+        } else {
+            heldCount += 1
+            if !entry.isWritten { changed[index] += 1 }
+        }
         if heldCount > Self.limit { try flush() }
     }
 
-    /// Writes every changed held entry to LMDB, in key order, and forgets them all.
+    /// Writes every changed entry to LMDB, in key order, and forgets every held entry.
     func flush() throws {
-        guard heldCount > 0 else { return }
-        for table in ProjectionTable.allCases {
-            guard let entries = held[table.index], !entries.isEmpty else { continue }
-            let database = tables[table.index]
-            for (key, entry) in entries.filter({ !$0.value.isWritten }).sorted(by: { $0.key.bytes.lexicographicallyPrecedes($1.key.bytes) }) {
-                if let value = entry.value { try access.put(database, key: key.bytes, value: value) } else { try access.delete(database, key: key.bytes) }
-            }
-            held[table.index] = [:]
-        }
+        for table in ProjectionTable.allCases { try write(table) }
+        for index in held.indices { held[index] = [:] }
         heldCount = 0
     }
 
-    /// Entries of `table` under `prefix`, as LMDB holds them once the held ones are written.
+    /// Writes the changed entries of `table` in key order, appending those past its last key; they stay held, as written.
+    private func write(_ table: ProjectionTable) throws {
+        let index = table.index
+        guard changed[index] > 0 else { return }
+        let database = tables[index]
+        var last = try access.withCursor(database) { cursor in try cursor.last().map { Array($0.key) } }
+        let entries = held[index].filter { !$0.value.isWritten }.sorted { $0.key.bytes.lexicographicallyPrecedes($1.key.bytes) }
+        for (key, entry) in entries {
+            if let value = entry.value {
+                if last.map({ $0.lexicographicallyPrecedes(key.bytes) }) ?? true {
+                    try access.put(database, key: key.bytes, value: value, options: .append)
+                    last = key.bytes
+                } else {
+                    try access.put(database, key: key.bytes, value: value)
+                }
+            } else {
+                try access.delete(database, key: key.bytes)
+            }
+            held[index][key] = Held(value: entry.value, isWritten: true)
+        }
+        changed[index] = 0
+    }
+
+    /// Entries of `table` under `prefix`, from `start`, as LMDB holds them once its changes are written.
     func scan(
         _ table: ProjectionTable, _ prefix: [UInt8], _ start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        if let entries = held[table.index], entries.values.contains(where: { !$0.isWritten }) { try flush() }
+        try write(table)
         try access.forEach(tables[table.index], prefix: prefix, from: start, body)
     }
 }

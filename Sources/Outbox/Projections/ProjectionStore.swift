@@ -4,13 +4,6 @@ protocol ProjectionStore {
     func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]?
     mutating func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws
     mutating func remove(_ table: ProjectionTable, _ key: [UInt8]) throws
-    /// `set`, for a key that is usually greater than every key of the table (a new write's entries):
-    /// a store may place it without a search.
-    mutating func setAtEnd(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws
-}
-
-extension ProjectionStore {
-    mutating func setAtEnd(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws { try set(table, key, value) }
 }
 
 /// Projections held in memory, in LMDB's key order when listed.

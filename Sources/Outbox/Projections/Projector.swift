@@ -8,13 +8,9 @@ struct Projector<Store: ProjectionStore> {
     var store: Store
 
     mutating func apply(_ recorded: RecordedEvent) throws {
-        // A new write's keys usually follow every other key of `history`, `writes` and `pending`.
-        var newWrite: WriteID?
-        if case .writeQueued(let queued) = recorded.event { newWrite = queued.id }
         let ids = recorded.event.writeIDs
         for (position, id) in ids.enumerated() where position == 0 || !ids[..<position].contains(id) {
-            let key = Key.pair(id.rawValue, recorded.sequence)
-            if id == newWrite { try store.setAtEnd(.history, key, []) } else { try store.set(.history, key, []) }
+            try store.set(.history, Key.pair(id.rawValue, recorded.sequence), [])
         }
         switch recorded.event {
         case .logCreated(let created):
@@ -98,8 +94,8 @@ struct Projector<Store: ProjectionStore> {
             dependencies: queued.dependencies, atomicGroup: queued.atomicGroup, idempotencyKey: queued.idempotencyKey,
             state: .pending, refusals: 0, replayed: false, schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil,
             environmentalStreak: 0)
-        try store.setAtEnd(.writes, Key.id(queued.id.rawValue), entry.encode())
-        try store.setAtEnd(.pending, Key.user(entry.user, queued.id.rawValue), [])
+        try store.set(.writes, Key.id(queued.id.rawValue), entry.encode())
+        try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
         try count(entry.user, .pending, by: 1)
         var row = try rowIDs(entry.rowHash)
         row.append(queued.id)
