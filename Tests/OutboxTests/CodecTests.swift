@@ -159,6 +159,25 @@ let everyKindOfEvent: [Event] = {
         #expect(a.canonicalBytes == [7, 2, 1, 0x78, 3, 2, 1, 0x79, 7, 2, 1, 0x61, 3, 2, 1, 0x62, 3, 4])
     }
 
+    /// Object keys sort byte by byte in UTF-8 (prefixes first; "é" after "z"), as the stored form needs.
+    @Test func keysSortByUTF8Bytes() {
+        let keys = ["", "a", "ab", "b", "z", "é", "Z", "😀", "a\u{0}", "ä"]
+        for a in keys {
+            for b in keys {
+                #expect(JSONValue.precedes(a, b) == a.utf8.lexicographicallyPrecedes(b.utf8), "\(a) vs \(b)")
+            }
+        }
+    }
+
+    /// The system source draws in blocks of 64: numbers across several blocks (and from two sources)
+    /// are all different, so idempotency keys and origins never repeat (R2.1).
+    @Test func theSystemSourceNeverRepeatsAcrossBlocks() {
+        let a = SystemRandomSource(), b = SystemRandomSource()
+        let drawn = (0..<300).flatMap { _ in [a.next(), b.next()] }
+        #expect(Set(drawn).count == drawn.count)
+        #expect(Set((0..<100).map { _ in IdempotencyKey(using: a) }).count == 100)
+    }
+
     /// A row's slot is stored (in `rows` and each write's entry), so its hash must never change (R2.2).
     @Test func theRowHashIsStable() {
         let key: JSONValue = ["id": 1]

@@ -86,7 +86,12 @@ enum Key {
         return writer.bytes
     }
 
-    static func userPrefix(_ user: String) -> [UInt8] { Array(user.utf8) + [0] }
+    static func userPrefix(_ user: String) -> [UInt8] {
+        var writer = ByteWriter(capacity: user.utf8.count + 1)
+        writer.raw(user.utf8)
+        writer.byte(0)
+        return writer.bytes
+    }
 
     static func readBigEndian(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) -> UInt64 {
         var value: UInt64 = 0

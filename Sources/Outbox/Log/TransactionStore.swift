@@ -58,7 +58,7 @@ final class TransactionStore: ProjectionStore {
     /// Writes every changed entry to LMDB, in key order, and forgets every held entry.
     func flush() throws {
         for table in ProjectionTable.allCases { try write(table) }
-        for index in held.indices { held[index] = [:] }
+        for index in held.indices { held[index].removeAll(keepingCapacity: true) }
         heldCount = 0
     }
 
@@ -94,13 +94,22 @@ final class TransactionStore: ProjectionStore {
     }
 }
 
-/// A key held in memory, hashed as one run of bytes (an array of bytes hashes byte by byte).
+/// A key held in memory. Its bytes are folded once into a 64-bit digest (FNV-1a), which is all the
+/// dictionary hashes, on every lookup and every regrowth; equality still compares the bytes.
 private struct HeldKey: Hashable {
     let bytes: [UInt8]
+    private let digest: UInt64
 
-    func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    init(bytes: [UInt8]) {
+        self.bytes = bytes
+        var digest: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in bytes { digest = (digest ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        self.digest = digest
     }
+
+    static func == (a: HeldKey, b: HeldKey) -> Bool { a.digest == b.digest && a.bytes == b.bytes }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(digest) }
 }
 
 /// A held entry: its value (nil: none, or removed) and whether LMDB already holds it so.

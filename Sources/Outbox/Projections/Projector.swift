@@ -96,7 +96,7 @@ struct Projector<Store: ProjectionStore> {
             environmentalStreak: 0)
         try store.set(.writes, Key.id(queued.id.rawValue), entry.encode())
         try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
-        try count(entry.user, .pending, by: 1)
+        try count(entry.user) { $0.pending += 1 }
         var row = try rowIDs(entry.rowHash)
         row.append(queued.id)
         try setRow(entry.rowHash, row)
@@ -114,8 +114,10 @@ struct Projector<Store: ProjectionStore> {
         let key = Key.user(entry.user, id.rawValue)
         if before != after {
             try store.remove(before, key)
-            try count(entry.user, before, by: -1)
-            try count(entry.user, after, by: 1)
+            try count(entry.user) { counters in
+                counters[before] = max(0, counters[before] - 1)
+                counters[after] += 1
+            }
         }
         if before != after || after == .blocked { try store.set(after, key, listValue(entry.state)) }
         if after == .answered { try settleRow(entry, id) }
@@ -125,7 +127,7 @@ struct Projector<Store: ProjectionStore> {
     private mutating func remove(_ id: WriteID) throws {
         guard let entry = try entry(id) else { return }
         try store.remove(entry.list, Key.user(entry.user, id.rawValue))
-        try count(entry.user, entry.list, by: -1)
+        try count(entry.user) { $0[entry.list] = max(0, $0[entry.list] - 1) }
         try settleRow(entry, id)
         try store.remove(.writes, Key.id(id.rawValue))
     }
@@ -135,10 +137,11 @@ struct Projector<Store: ProjectionStore> {
         return []
     }
 
-    private mutating func count(_ user: String, _ list: ProjectionTable, by delta: Int) throws {
+    /// Changes the user's counters in one read and one write.
+    private mutating func count(_ user: String, _ change: (inout Counters) -> Void) throws {
         let key = Key.userPrefix(user)
         var counters = try store.value(.counters, key).map { try Counters.decode($0) } ?? Counters()
-        counters[list] = max(0, counters[list] + delta)
+        change(&counters)
         if counters.isZero { try store.remove(.counters, key) } else { try store.set(.counters, key, counters.encode()) }
     }
 

@@ -116,7 +116,10 @@ struct Counters: Hashable, Sendable {
 
     func encode() -> [UInt8] {
         var w = ByteWriter(capacity: 8)
-        for value in [pending, rejected, blocked, answered] { w.varint(value) }
+        w.varint(pending)
+        w.varint(rejected)
+        w.varint(blocked)
+        w.varint(answered)
         return w.bytes
     }
 

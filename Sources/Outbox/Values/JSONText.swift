@@ -52,7 +52,7 @@ public enum JSONText {
             out += "]"
         case .object(let members):
             out += "{"
-            for (index, key) in members.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
+            for (index, key) in members.keys.sorted(by: JSONValue.precedes).enumerated() {
                 if index > 0 { out += "," }
                 quote(key, to: &out)
                 out += ":"

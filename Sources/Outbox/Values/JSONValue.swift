@@ -1,3 +1,5 @@
+internal import Glibc
+
 /// A JSON value: the key and body of a write, a row read from the instance.
 ///
 /// Literals read naturally: `let key: JSONValue = ["id": 42]`. Values are stored in a canonical binary
@@ -70,15 +72,36 @@ extension JSONValue {
         case .object(let members):
             writer.byte(Tag.object.rawValue)
             writer.varint(members.count)
-            if members.count == 1, let (key, value) = members.first {
-                // The common key `{"id": …}`: nothing to sort.
+            func member(_ key: String, _ value: JSONValue) {
                 writer.string(key)
                 value.encode(into: &writer)
-                return
             }
-            for key in members.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-                writer.string(key)
-                members[key]!.encode(into: &writer)
+            // One and two members (a key like `{"id": …}`, a small body) are ordered without an array.
+            var iterator = members.makeIterator()
+            switch members.count {
+            case 0: break
+            case 1:
+                let only = iterator.next()!
+                member(only.key, only.value)
+            case 2:
+                let one = iterator.next()!, other = iterator.next()!
+                let (first, second) = Self.precedes(one.key, other.key) ? (one, other) : (other, one)
+                member(first.key, first.value)
+                member(second.key, second.value)
+            default:
+                for (key, value) in members.sorted(by: { Self.precedes($0.key, $1.key) }) { member(key, value) }
+            }
+        }
+    }
+
+    /// Whether `a` sorts before `b` byte by byte in UTF-8: the canonical order of object keys.
+    static func precedes(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                let common = min(x.count, y.count)
+                let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
+                return order != 0 ? order < 0 : x.count < y.count
             }
         }
     }
@@ -112,7 +135,7 @@ extension JSONValue {
             var previous: String?
             for _ in 0..<count {
                 let key = try reader.string()
-                if let previous, !previous.utf8.lexicographicallyPrecedes(key.utf8) {
+                if let previous, !Self.precedes(previous, key) {
                     throw DecodeFailure("JSON object keys not in canonical order")
                 }
                 previous = key
