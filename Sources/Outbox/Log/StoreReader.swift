@@ -66,12 +66,16 @@ struct StoreReader {
         return result
     }
 
-    /// The sequence numbers of the events that touched `id`, in order (R8.3).
+    /// The sequence numbers of the events that touched `id`, in order (R8.3): the history index, and
+    /// the write's `writeQueued` from its entry while the queue holds it.
     func historySequences(of id: WriteID) throws -> [UInt64] {
         var result: [UInt64] = []
         try scan(.history, Key.id(id.rawValue), nil) { key, _ in
             result.append(Key.readBigEndian(key, at: 8))
             return true
+        }
+        if let queued = try entry(id)?.queuedSequence, !result.contains(queued) {
+            result.insert(queued, at: result.firstIndex { $0 > queued } ?? result.endIndex)
         }
         return result
     }

@@ -13,7 +13,8 @@ public enum ProjectionTable: String, CaseIterable, Sendable {
     case blocked
     /// Per user, answered writes not yet taken or forgotten (R6.1).
     case answered
-    /// Write id, sequence → empty: the per-write history index (R8.3).
+    /// Write id, sequence → empty: the per-write history index (R8.3). A write's `writeQueued` is in
+    /// it once the write has left the queue; until then its entry in `writes` keeps that sequence.
     case history
     /// Row hash → the ids of unsettled writes of one user to one (table, key) (R2.2).
     case rows
@@ -52,4 +53,4 @@ enum MetaKey {
 }
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 3
+let projectionLayoutVersion: UInt64 = 4

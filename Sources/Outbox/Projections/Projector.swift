@@ -8,6 +8,12 @@ struct Projector<Store: ProjectionStore> {
     var store: Store
 
     mutating func apply(_ recorded: RecordedEvent) throws {
+        // The history index lists every event naming a write but the `writeQueued` that queued it: the
+        // verdict table keeps that sequence while the queue holds the write, and the index gets it when
+        // the write leaves (`remove`). A new write costs the log, its entry and its pending key (R8.3).
+        if case .writeQueued(let queued) = recorded.event, try isNew(queued.id) {
+            return try queue(queued, at: recorded.sequence)
+        }
         let ids = recorded.event.writeIDs
         for (position, id) in ids.enumerated() where position == 0 || !ids[..<position].contains(id) {
             try store.set(.history, Key.pair(id.rawValue, recorded.sequence), [])
@@ -18,8 +24,8 @@ struct Projector<Store: ProjectionStore> {
             created.origin.encode(into: &w)
             try store.set(.meta, MetaKey.origin, w.bytes)
             try store.set(.meta, MetaKey.layout, Key.id(projectionLayoutVersion))
-        case .writeQueued(let queued):
-            try queue(queued, at: recorded.sequence)
+        case .writeQueued:
+            break  // A repeated id (R2.1): only the history index notes it.
         case .sessionSettled(let session):
             var w = ByteWriter(capacity: 16)
             session.encode(into: &w)
@@ -84,10 +90,12 @@ struct Projector<Store: ProjectionStore> {
         return try WriteEntry.decode(bytes)
     }
 
+    /// Ids are given once, in order (R2.1): a `writeQueued` below the next id repeats one and queues nothing.
+    private func isNew(_ id: WriteID) throws -> Bool {
+        id.rawValue >= (try store.value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1)
+    }
+
     private mutating func queue(_ queued: WriteQueued, at sequence: UInt64) throws {
-        // Ids are given once, in order (R2.1): a `writeQueued` below the next id repeats one and changes nothing.
-        let next = try store.value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1
-        guard queued.id.rawValue >= next else { return }
         let entry = WriteEntry(
             queuedSequence: sequence, user: queued.user, table: queued.table,
             rowHash: StableHash.row(user: queued.user, table: queued.table, key: queued.key),
@@ -126,6 +134,7 @@ struct Projector<Store: ProjectionStore> {
 
     private mutating func remove(_ id: WriteID) throws {
         guard let entry = try entry(id) else { return }
+        try store.set(.history, Key.pair(id.rawValue, entry.queuedSequence), [])
         try store.remove(entry.list, Key.user(entry.user, id.rawValue))
         try count(entry.user) { $0[entry.list] = max(0, $0[entry.list] - 1) }
         try settleRow(entry, id)
