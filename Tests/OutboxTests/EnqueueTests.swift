@@ -39,6 +39,13 @@ import Testing
             #expect(try await client.write(update)?.waiting == false)
             let again = try await client.enqueue(.update("todos", key: ["id": 1], set: ["done": false]))
             #expect(try await client.write(again)?.follows == [update, delete])
+            // A refused write is unsettled and still followed; answered ones, taken or not, are not.
+            try await client.record(update, .accepted)
+            try await client.record(delete, .refused(Refusal(reason: "no", isFinal: false)))
+            _ = try await client.queue.takeAnswered()
+            let last = try await client.enqueue(.update("todos", key: ["id": 1], set: ["done": true]))
+            #expect(try await client.write(last)?.follows == [delete, again])
+            #expect(try await client.verify().isOK)
         }
     }
 

@@ -16,7 +16,8 @@ public enum ProjectionTable: String, CaseIterable, Sendable {
     /// Write id, sequence → empty: the per-write history index (R8.3). A write's `writeQueued` is in
     /// it once the write has left the queue; until then its entry in `writes` keeps that sequence.
     case history
-    /// Row hash → the ids of unsettled writes of one user to one (table, key) (R2.2).
+    /// Row hash → the ids of one user's writes to one (table, key), as of the last write queued to
+    /// it: readers skip the settled ones, and the next write to the row drops them (R2.2).
     case rows
     /// Dependency id, dependent id → empty: who waits on whom.
     case dependents
@@ -53,4 +54,4 @@ enum MetaKey {
 }
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 4
+let projectionLayoutVersion: UInt64 = 5

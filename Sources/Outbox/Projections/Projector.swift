@@ -105,9 +105,8 @@ struct Projector<Store: ProjectionStore> {
         try store.set(.writes, Key.id(queued.id.rawValue), entry.encode())
         try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
         try count(entry.user) { $0.pending += 1 }
-        var row = try rowIDs(entry.rowHash)
-        row.append(queued.id)
-        try setRow(entry.rowHash, row)
+        // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
+        try setRow(entry.rowHash, try unsettled(rowIDs(entry.rowHash)) + [queued.id])
         for dependency in entry.dependencies {
             try store.set(.dependents, Key.pair(dependency.rawValue, queued.id.rawValue), [])
         }
@@ -128,7 +127,6 @@ struct Projector<Store: ProjectionStore> {
             }
         }
         if before != after || after == .blocked { try store.set(after, key, listValue(entry.state)) }
-        if after == .answered { try settleRow(entry, id) }
         try store.set(.writes, Key.id(id.rawValue), entry.encode())
     }
 
@@ -137,7 +135,6 @@ struct Projector<Store: ProjectionStore> {
         try store.set(.history, Key.pair(id.rawValue, entry.queuedSequence), [])
         try store.remove(entry.list, Key.user(entry.user, id.rawValue))
         try count(entry.user) { $0[entry.list] = max(0, $0[entry.list] - 1) }
-        try settleRow(entry, id)
         try store.remove(.writes, Key.id(id.rawValue))
     }
 
@@ -163,22 +160,21 @@ struct Projector<Store: ProjectionStore> {
     }
 
     private mutating func setRow(_ hash: UInt64, _ ids: [WriteID]) throws {
-        if ids.isEmpty { return try store.remove(.rows, Key.id(hash)) }
         var w = ByteWriter(capacity: ids.count * 3 + 1)
         w.ids(ids)
         try store.set(.rows, Key.id(hash), w.bytes)
     }
 
-    /// The write no longer holds back later writes to its row (R2.2).
-    private mutating func settleRow(_ entry: WriteEntry, _ id: WriteID) throws {
-        let row = try rowIDs(entry.rowHash)
-        guard row.contains(id) else { return }
-        try setRow(entry.rowHash, row.filter { $0 != id })
+    /// Of `ids`, those not settled (R2.2): still in the queue and not answered. A settled write stays
+    /// settled, so a row's slot keeps its settled writes until the next write to the row: settling a
+    /// write (a drain of a million) then writes nothing to `rows`, whose keys are hashes, one page each.
+    private func unsettled(_ ids: [WriteID]) throws -> [WriteID] {
+        try ids.filter { id in try entry(id).map { !$0.state.isAnswered } ?? false }
     }
 
     /// Unsettled writes to the row, oldest first: what a new write to it follows (R2.2).
     func unsettledWrites(user: String, table: String, key: JSONValue) throws -> [WriteID] {
-        try rowIDs(StableHash.row(user: user, table: table, key: key))
+        try unsettled(rowIDs(StableHash.row(user: user, table: table, key: key)))
     }
 }
 
