@@ -1,3 +1,4 @@
+internal import Glibc
 internal import OutboxLMDB
 
 /// The projections of one LMDB write transaction, as the fold's store and its reader's source: a
@@ -58,20 +59,26 @@ final class TransactionStore: ProjectionStore {
     /// Writes every changed entry to LMDB, in key order, and forgets every held entry.
     func flush() throws {
         for table in ProjectionTable.allCases { try write(table) }
-        for index in held.indices { held[index].removeAll(keepingCapacity: true) }
-        heldCount = 0
     }
 
-    /// Writes the changed entries of `table` in key order, appending those past its last key; they stay held, as written.
+    /// Writes the changed entries of `table` in key order, appending those past its last key, and
+    /// forgets the table's held entries (LMDB now holds what they say).
     private func write(_ table: ProjectionTable) throws {
         let index = table.index
-        guard changed[index] > 0 else { return }
+        guard changed[index] > 0 else {
+            heldCount -= held[index].count
+            held[index].removeAll(keepingCapacity: true)
+            return
+        }
         let database = tables[index]
         var last = try access.withCursor(database) { cursor in try cursor.last().map { Array($0.key) } }
-        let entries = held[index].filter { !$0.value.isWritten }.sorted { $0.key.bytes.lexicographicallyPrecedes($1.key.bytes) }
+        var entries: [(key: HeldKey, entry: Held)] = []
+        entries.reserveCapacity(changed[index])
+        for (key, entry) in held[index] where !entry.isWritten { entries.append((key, entry)) }
+        entries.sort { Self.precedes($0.key.bytes, $1.key.bytes) }
         for (key, entry) in entries {
             if let value = entry.value {
-                if last.map({ $0.lexicographicallyPrecedes(key.bytes) }) ?? true {
+                if last.map({ Self.precedes($0, key.bytes) }) ?? true {
                     try access.put(database, key: key.bytes, value: value, options: .append)
                     last = key.bytes
                 } else {
@@ -80,16 +87,28 @@ final class TransactionStore: ProjectionStore {
             } else {
                 try access.delete(database, key: key.bytes)
             }
-            held[index][key] = Held(value: entry.value, isWritten: true)
         }
+        heldCount -= held[index].count
+        held[index].removeAll(keepingCapacity: true)
         changed[index] = 0
+    }
+
+    /// LMDB's key order: bytes compared as unsigned, a prefix first.
+    private static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBufferPointer { x in
+            b.withUnsafeBufferPointer { y in
+                let common = min(x.count, y.count)
+                let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
+                return order != 0 ? order < 0 : x.count < y.count
+            }
+        }
     }
 
     /// Entries of `table` under `prefix`, from `start`, as LMDB holds them once its changes are written.
     func scan(
         _ table: ProjectionTable, _ prefix: [UInt8], _ start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        try write(table)
+        if changed[table.index] > 0 { try write(table) }
         try access.forEach(tables[table.index], prefix: prefix, from: start, body)
     }
 }
