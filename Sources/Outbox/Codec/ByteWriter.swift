@@ -1,3 +1,5 @@
+internal import Glibc
+
 /// Appends the binary forms the log and projections store: LEB128 varints, length-prefixed bytes.
 struct ByteWriter {
     var bytes: [UInt8]
@@ -91,6 +93,18 @@ enum Key {
         writer.raw(user.utf8)
         writer.byte(0)
         return writer.bytes
+    }
+
+    /// LMDB's key order (and the canonical order of JSON object keys): bytes compared as unsigned,
+    /// a prefix first.
+    static func precedes(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
+        let common = min(x.count, y.count)
+        let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
+        return order != 0 ? order < 0 : x.count < y.count
+    }
+
+    static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in precedes(x, y) } }
     }
 
     static func readBigEndian(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) -> UInt64 {

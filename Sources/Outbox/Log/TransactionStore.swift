@@ -1,4 +1,3 @@
-internal import Glibc
 internal import OutboxLMDB
 
 /// The projections of one LMDB write transaction, as the fold's store and its reader's source: a
@@ -75,10 +74,10 @@ final class TransactionStore: ProjectionStore {
         var entries: [(key: HeldKey, entry: Held)] = []
         entries.reserveCapacity(changed[index])
         for (key, entry) in held[index] where !entry.isWritten { entries.append((key, entry)) }
-        entries.sort { Self.precedes($0.key.bytes, $1.key.bytes) }
+        entries.sort { Key.precedes($0.key.bytes, $1.key.bytes) }
         for (key, entry) in entries {
             if let value = entry.value {
-                if last.map({ Self.precedes($0, key.bytes) }) ?? true {
+                if last.map({ Key.precedes($0, key.bytes) }) ?? true {
                     try access.put(database, key: key.bytes, value: value, options: .append)
                     last = key.bytes
                 } else {
@@ -91,17 +90,6 @@ final class TransactionStore: ProjectionStore {
         heldCount -= held[index].count
         held[index].removeAll(keepingCapacity: true)
         changed[index] = 0
-    }
-
-    /// LMDB's key order: bytes compared as unsigned, a prefix first.
-    private static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        a.withUnsafeBufferPointer { x in
-            b.withUnsafeBufferPointer { y in
-                let common = min(x.count, y.count)
-                let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
-                return order != 0 ? order < 0 : x.count < y.count
-            }
-        }
     }
 
     /// Entries of `table` under `prefix`, from `start`, as LMDB holds them once its changes are written.

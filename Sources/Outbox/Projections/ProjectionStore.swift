@@ -16,6 +16,6 @@ struct MemoryProjections: ProjectionStore {
 
     /// The entries of `table` in key order (byte-wise, as LMDB orders them).
     func sortedEntries(_ table: ProjectionTable) -> [(key: [UInt8], value: [UInt8])] {
-        (tables[table] ?? [:]).map { (key: $0.key, value: $0.value) }.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+        (tables[table] ?? [:]).map { (key: $0.key, value: $0.value) }.sorted { Key.precedes($0.key, $1.key) }
     }
 }

@@ -1,5 +1,3 @@
-internal import Glibc
-
 /// A JSON value: the key and body of a write, a row read from the instance.
 ///
 /// Literals read naturally: `let key: JSONValue = ["id": 42]`. Values are stored in a canonical binary
@@ -97,13 +95,7 @@ extension JSONValue {
     /// Whether `a` sorts before `b` byte by byte in UTF-8: the canonical order of object keys.
     static func precedes(_ a: String, _ b: String) -> Bool {
         var a = a, b = b
-        return a.withUTF8 { x in
-            b.withUTF8 { y in
-                let common = min(x.count, y.count)
-                let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
-                return order != 0 ? order < 0 : x.count < y.count
-            }
-        }
+        return a.withUTF8 { x in b.withUTF8 { y in Outbox.Key.precedes(x, y) } }
     }
 
     /// The canonical bytes: equal values, equal bytes.
