@@ -116,8 +116,13 @@ extension Commands {
         let twoProblems = try shared.runTwoAtOnce(writes: 40)
         problems += twoProblems.map { "two processes: \($0)" }
         say("two processes enqueueing into one log at once: \(shared.acked.count) writes acknowledged, \(twoProblems.isEmpty ? "each once, under its own id; the log verifies" : "\(twoProblems.count) problems")")
-        acknowledged += cycles.acked.count
-        appliedTotal += cycles.applied.count
+        // A copy of data.mdb taken with no lock while a drain runs (TESTING.md §2).
+        let copied = CrashRun(folder: root + "/copy-during-drain", seed: seed)
+        let copies = try copied.drainWhileCopying(writes: 300, copies: 8, rng: rng)
+        problems += copies.problems.map { "copy during a drain: \($0)" }
+        say("copies of data.mdb taken during a drain: \(copies.verified) verified and held every acknowledged write, \(copies.refused) refused with a clear message" + (copies.problems.isEmpty ? "" : ", \(copies.problems.count) problems"))
+        acknowledged += cycles.acked.count + copied.acked.count
+        appliedTotal += cycles.applied.count + copied.applied.count
         say("named points: \(pointsReached) of \(pointsRun) reached and killed" + (unreached.isEmpty ? "" : " (the workload did not reach \(unreached.joined(separator: ", ")))"))
         say("\(acknowledged) writes acknowledged, \(appliedTotal) applied (a write can be applied with its acknowledgement lost to the kill)")
         for problem in problems.prefix(30) { say("  " + problem) }
@@ -146,18 +151,31 @@ final class CrashRun {
     /// Runs one worker; true when it was killed (at its crash point, or by the timer).
     @discardableResult
     func run(writes: Int, crashPoint: String? = nil, killAfterMilliseconds: Int? = nil) throws -> Bool {
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        try applied.map { "\($0.origin) \($0.id) \($0.key)" }.joined(separator: "\n").write(toFile: instanceFile, atomically: true, encoding: .utf8)
-        runs += 1
-        let (process, out) = worker(
-            ["--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile], crashPoint: crashPoint)
-        try process.run()
+        let (process, out) = try start(writes: writes, crashPoint: crashPoint)
         if let delay = killAfterMilliseconds {
             usleep(useconds_t(delay * 1000))
             kill(process.processIdentifier, SIGKILL)
         }
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        read(data)
+        return process.terminationReason == .uncaughtSignal
+    }
+
+    /// Starts one worker on the log, with the instance's memory of what it applied.
+    private func start(writes: Int, crashPoint: String? = nil, enqueueOnly: Bool = false) throws -> (Process, Pipe) {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try applied.map { "\($0.origin) \($0.id) \($0.key)" }.joined(separator: "\n").write(toFile: instanceFile, atomically: true, encoding: .utf8)
+        runs += 1
+        let (process, out) = worker(
+            ["--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile] + (enqueueOnly ? ["--enqueue-only"] : []),
+            crashPoint: crashPoint)
+        try process.run()
+        return (process, out)
+    }
+
+    /// Records what a worker's output says it acknowledged and the instance applied.
+    private func read(_ data: Data) {
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let words = line.split(separator: " ").map(String.init)
             switch words.first {
@@ -166,7 +184,66 @@ final class CrashRun {
             default: break
             }
         }
-        return process.terminationReason == .uncaughtSignal
+    }
+
+    /// TESTING.md §2, a copy taken during a drain: `writes` writes are queued, then a worker drains them
+    /// while `data.mdb` is copied byte for byte `copies` times (as `cp` or `adb pull` would, with no
+    /// lock). Each copy is read by `outbox verify` in a process of its own: it must verify, and then hold
+    /// every acknowledged write, or be refused with a message naming the copy (exit 1 or 2); never a
+    /// crash or a hang. Returns how many copies verified, how many were refused, and what went wrong.
+    func drainWhileCopying(writes: Int, copies: Int, rng: SeededRandomSource) throws -> (verified: Int, refused: Int, problems: [String]) {
+        let (enqueuer, queued) = try start(writes: writes, enqueueOnly: true)
+        let enqueued = queued.fileHandleForReading.readDataToEndOfFile()
+        enqueuer.waitUntilExit()
+        read(enqueued)
+        let (drainer, drained) = try start(writes: 0)
+        var paths: [String] = []
+        for index in 0..<copies {
+            usleep(useconds_t(rng.next(below: 15_000)))
+            let copy = folder + "/copy-\(index)"
+            try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
+            if let bytes = FileManager.default.contents(atPath: log + "/data.mdb") {
+                FileManager.default.createFile(atPath: copy + "/data.mdb", contents: bytes)
+                paths.append(copy)
+            }
+        }
+        let output = drained.fileHandleForReading.readDataToEndOfFile()
+        drainer.waitUntilExit()
+        read(output)
+        var verified = 0, refused = 0
+        var problems: [String] = []
+        for copy in paths {
+            let (status, reason, message) = try verifyInItsOwnProcess(copy)
+            if reason == .exit && status == 0 {
+                verified += 1
+                let inspector = try LogInspector(path: copy)
+                for id in acked.keys.sorted() where try inspector.history(of: WriteID(id)).first?.event.type != .writeQueued {
+                    problems.append("I1: write \(id) was acknowledged before the copy and is not in it")
+                }
+            } else if reason == .exit && (status == 1 || status == 2) && message.contains(copy) {
+                refused += 1
+            } else {
+                problems.append("outbox verify on a copy ended with \(reason == .exit ? "exit \(status)" : "signal \(status)"): \(message.prefix(200))")
+            }
+        }
+        return (verified, refused, problems + check(final: false))
+    }
+
+    /// `outbox verify <path>` in a process of its own: its status, how it ended, and what it printed.
+    private func verifyInItsOwnProcess(_ path: String) throws -> (Int32, Process.TerminationReason, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["verify", path]
+        var environment = ProcessInfo.processInfo.environment
+        environment["OUTBOX_READ_TIMEOUT"] = "60"  // a hang is a failure, not a ten-minute wait
+        process.environment = environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, process.terminationReason, String(decoding: data, as: UTF8.self))
     }
 
     /// A worker process on this log (this same program, `crash-worker`), its output piped back.

@@ -70,6 +70,10 @@ import Testing
         #expect(run.status == 0, "\(run.stdout)")
         #expect(run.stdout.contains("crash: 9 points, 0 random kill cycles"))
         #expect(run.stdout.contains("0 lost"))
+        // TESTING.md §2: copies of data.mdb taken during a drain verify and hold every acknowledged
+        // write, or are refused clearly; none crashes or hangs the tool.
+        #expect(run.stdout.contains("copies of data.mdb taken during a drain: "))
+        #expect(!run.stdout.contains("copy during a drain:"), "no problem line for the copies")
     }
 }
 
