@@ -28,7 +28,7 @@ extension Commands {
         configuration.random = SeededRandomSource(seed: seed &* 0x9E37_79B9 &+ UInt64(getpid()))
         let outbox = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
         try await outbox.settleSession(user: "alice", accessToken: AccessToken.unsigned(subject: "alice"))
-        var rng = SeededRandomSource(seed: seed &+ UInt64(getpid()))
+        let rng = SeededRandomSource(seed: seed &+ UInt64(getpid()))
         for step in 0..<writes {
             // Every tenth step rebuilds and every tenth (offset) switches user, so each named crash point
             // is passed at least three times in a 40-step run.
@@ -100,7 +100,7 @@ extension Commands {
                 appliedTotal += harness.applied.count
             }
         }
-        var rng = SeededRandomSource(seed: seed)
+        let rng = SeededRandomSource(seed: seed)
         let cycles = CrashRun(folder: root + "/random", seed: seed)
         for cycle in 0..<kills {
             let delay = rng.next(below: 10) == 0 ? 60 + rng.next(below: 240) : rng.next(below: 60)
@@ -202,8 +202,9 @@ final class CrashRun {
             usleep(useconds_t(rng.next(below: 15_000)))
             let copy = folder + "/copy-\(index)"
             try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
-            if let bytes = FileManager.default.contents(atPath: log + "/data.mdb") {
+            if let bytes = FileManager.default.contents(atPath: log + "/data.mdb"),
                 FileManager.default.createFile(atPath: copy + "/data.mdb", contents: bytes)
+            {
                 paths.append(copy)
             }
         }

@@ -10,7 +10,7 @@ extension Commands {
         let args = try Arguments(command: "damage", words: words, options: ["samples", "seed", "record-stride"], flags: [])
         let samples = Int(try args.unsigned("samples") ?? 2000)
         let stride = max(1, Int(try args.unsigned("record-stride") ?? 1))
-        var rng = SeededRandomSource(seed: try args.unsigned("seed") ?? 1)
+        let rng = SeededRandomSource(seed: try args.unsigned("seed") ?? 1)
         let root = NSTemporaryDirectory() + "outbox-damage-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: root) }
         var counts = (records: 0, truncations: 0, pages: 0)

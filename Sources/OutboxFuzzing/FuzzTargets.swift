@@ -1,4 +1,4 @@
-public import Outbox
+internal import Outbox
 internal import OutboxScenario
 
 /// The bodies of the libFuzzer targets (Fuzz/), here so the normal test suite replays their crashers

@@ -1,5 +1,5 @@
 internal import Foundation
-public import Outbox
+internal import Outbox
 internal import Synchronization
 
 /// What one seed of the simulation found.

@@ -1,6 +1,6 @@
 internal import Foundation
 internal import Synchronization
-public import OutboxLMDB
+package import OutboxLMDB
 
 /// The append-only event log on LMDB and the projections folded from it, in one environment.
 ///

@@ -1,4 +1,4 @@
-public import OutboxLMDB
+internal import OutboxLMDB
 
 /// An error of the outbox: what happened, to which file or write, and what to do. Never a server's
 /// text or a token (R3.4, R8.7).
