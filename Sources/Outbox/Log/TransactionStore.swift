@@ -109,9 +109,7 @@ private struct HeldKey: Hashable {
 
     init(bytes: [UInt8]) {
         self.bytes = bytes
-        var digest: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in bytes { digest = (digest ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        self.digest = digest
+        digest = StableHash.of(bytes)
     }
 
     static func == (a: HeldKey, b: HeldKey) -> Bool { a.digest == b.digest && a.bytes == b.bytes }

@@ -138,14 +138,8 @@ enum StableHash {
     private static let basis: UInt64 = 0xCBF2_9CE4_8422_2325
     private static let prime: UInt64 = 0x0000_0100_0000_01B3
 
-    static func of(_ parts: [[UInt8]]) -> UInt64 {
-        var hash = basis
-        for (index, part) in parts.enumerated() {
-            if index > 0 { hash = (hash ^ 0xFF) &* prime }
-            hash = add(part, to: hash)
-        }
-        return hash
-    }
+    /// The hash of one run of bytes.
+    static func of(_ bytes: [UInt8]) -> UInt64 { add(bytes, to: basis) }
 
     private static func add(_ bytes: some Sequence<UInt8>, to hash: UInt64) -> UInt64 {
         var hash = hash
@@ -153,8 +147,8 @@ enum StableHash {
         return hash
     }
 
-    /// The slot of one user's row: a collision only adds a dependency, never loses one. Equal to
-    /// `of([user, table, key's canonical bytes])`, without copying the parts.
+    /// The slot of one user's row: a collision only adds a dependency, never loses one. The hash of
+    /// the user, the table and the key's canonical bytes, each part after the first preceded by 0xFF.
     static func row(user: String, table: String, key: JSONValue) -> UInt64 {
         var hash = add(user.utf8, to: basis)
         hash = add(table.utf8, to: (hash ^ 0xFF) &* prime)
