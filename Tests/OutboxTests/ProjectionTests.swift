@@ -150,3 +150,40 @@ import Testing
     }
 }
 
+
+/// The write-back store of a write transaction (Specs/decisions/006): what the fold changed is seen by
+/// the transaction's own reads and scans before anything is written, and everything is in LMDB after
+/// the commit (R8.2).
+@Suite struct TransactionStoreTests {
+    @Test func readsAndScansInATransactionSeeItsOwnChanges() async throws {
+        try await withTemporaryLog { path in
+            let log = try EventLog(path: path)
+            let key = IdempotencyKey(high: 1, low: 2)
+            func queued(_ id: UInt64, row: Int64) -> Event {
+                .writeQueued(WriteQueued(id: WriteID(id), user: "alice", table: "todos", operation: .insert, key: ["id": .int(row)],
+                                         body: [:], baseVersion: nil, dependsOn: [], follows: [], idempotencyKey: key, atomicGroup: nil))
+            }
+            try log.transaction(sync: .standard) { appender in
+                try appender.append(queued(1, row: 1))
+                try appender.append(queued(2, row: 2))
+                // A point read and a scan, before the commit: both see the two new writes.
+                #expect(try appender.reader.nextWriteID() == 3)
+                var pending: [UInt64] = []
+                try appender.reader.scan(.pending, Key.userPrefix("alice"), nil) { key, _ in
+                    pending.append(Key.readBigEndian(key, at: key.count - 8))
+                    return true
+                }
+                #expect(pending == [1, 2])
+                // A change after the scan is seen too, and the row's slot reads through memory.
+                try appender.append(.verdictRecorded(VerdictRecorded(writeId: 1, passId: nil, state: .accepted, refusals: 0)))
+                #expect(try appender.reader.entry(1)?.state == .accepted)
+                #expect(try appender.unsettledWrites(user: "alice", table: "todos", key: ["id": 1]) == [])
+                #expect(try appender.unsettledWrites(user: "alice", table: "todos", key: ["id": 2]) == [2])
+            }
+            // After the commit, LMDB holds it all: the counters, the lists, and a fold of the log agrees.
+            #expect(try log.read { try $0.counters(user: "alice") } == Counters(pending: 1, rejected: 0, blocked: 0, answered: 1))
+            #expect(try log.verify().isOK)
+            log.close()
+        }
+    }
+}
