@@ -18,8 +18,7 @@ struct StoreReader {
     /// Settled: accepted, merged, conflicted, or no longer in the queue (discarded, withdrawn, cleared,
     /// taken or forgotten once answered) (R2.2).
     func isSettled(_ id: WriteID) throws -> Bool {
-        guard let entry = try entry(id) else { return true }
-        return entry.state.isAnswered
+        WriteEntry.isSettled(try entry(id))
     }
 
     /// Pending but held (R2.2, R4.2): a write it depends on is not settled; in an atomic group (which

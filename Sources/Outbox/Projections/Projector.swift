@@ -169,7 +169,7 @@ struct Projector<Store: ProjectionStore> {
     /// settled, so a row's slot keeps its settled writes until the next write to the row: settling a
     /// write (a drain of a million) then writes nothing to `rows`, whose keys are hashes, one page each.
     private func unsettled(_ ids: [WriteID]) throws -> [WriteID] {
-        try ids.filter { id in try entry(id).map { !$0.state.isAnswered } ?? false }
+        try ids.filter { id in try !WriteEntry.isSettled(entry(id)) }
     }
 
     /// Unsettled writes to the row, oldest first: what a new write to it follows (R2.2).

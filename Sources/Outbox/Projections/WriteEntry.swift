@@ -64,6 +64,11 @@ struct WriteEntry: Hashable, Sendable {
         try bytes.withUnsafeBytes { try decode($0) }
     }
 
+    /// Settled (R2.2): answered, or (no entry) no longer in the queue. Both are final.
+    static func isSettled(_ entry: WriteEntry?) -> Bool {
+        entry.map { $0.state.isAnswered } ?? true
+    }
+
     /// Which per-user list the state puts the write in.
     var list: ProjectionTable {
         switch state {
