@@ -12,7 +12,7 @@ extension Commands {
         if let seed = try args.unsigned("seed") {
             let first = await Simulator.run(seed: seed, steps: steps)
             let second = await Simulator.run(seed: seed, steps: steps)
-            say("seed \(seed): \(first.steps) steps, \(first.enqueued) writes, \(first.requests) requests, \(first.applied) applied, \(first.crashes) crashes")
+            say("seed \(seed): \(first.steps) steps, \(first.enqueued) writes, \(first.requests) requests, \(first.applied) applied, \(first.crashes) crashes (\(first.powerLosses) undid a commit)")
             say("faults: \(first.rates)")
             say("trace \(String(first.traceHash, radix: 16))")
             var failures = first.failures
@@ -37,6 +37,8 @@ extension Commands {
         let deadline = Date().addingTimeInterval(Double(try args.unsigned("seconds") ?? 86_400))
         let jobs = max(1, Int(try args.unsigned("jobs") ?? 2))
         var ran = 0
+        var crashes = 0
+        var powerLosses = 0
         var failed: [SimulationResult] = []
         var next = seeds.startIndex
         await withTaskGroup(of: SimulationResult.self) { group in
@@ -49,6 +51,8 @@ extension Commands {
             for _ in 0..<jobs { launch() }
             while let result = await group.next() {
                 ran += 1
+                crashes += result.crashes
+                powerLosses += result.powerLosses
                 if !result.passed {
                     failed.append(result)
                     say("seed \(result.seed) failed:")
@@ -58,6 +62,7 @@ extension Commands {
                 launch()
             }
         }
+        say("crashes: \(crashes), of which \(powerLosses) power losses undid the last commit")
         say("sim: \(ran) seeds, \(failed.count) failed")
         return failed.isEmpty ? .success : .notSo
     }

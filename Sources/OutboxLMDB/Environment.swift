@@ -56,6 +56,7 @@ public final class Environment: @unchecked Sendable {
     private let resizeLock = ReadWriteLock()
     private let writer = PlainLock()
     private let commits = Atomic<Int>(0)
+    private let lastCommitSkippedMeta = Atomic<Bool>(false)
     private let databases: [String: Database]
     private let mapSizeNow: Mutex<Int>
     /// Set by `close`, read under `resizeLock`.
@@ -151,6 +152,11 @@ public final class Environment: @unchecked Sendable {
     /// How many write transactions this environment has committed (tests count commits, not time).
     public var commitCount: Int { commits.load(ordering: .relaxed) }
 
+    /// Whether the last commit was made `.withoutMetaSync`: an OS crash or power loss now could undo that
+    /// one commit (and only it: the next commit's data flush also flushes this commit's meta page). The
+    /// simulation's storage model reads it to know what a power loss may take back.
+    public var lastCommitSkippedMetaSync: Bool { lastCommitSkippedMeta.load(ordering: .relaxed) }
+
     /// Runs `body` in a read-only transaction (a consistent snapshot).
     public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
         while true {
@@ -185,7 +191,12 @@ public final class Environment: @unchecked Sendable {
                         let result = try body(txn)
                         if sync == .withoutMetaSync { mdb_env_set_flags(handle, UInt32(MDB_NOMETASYNC), 1) }
                         defer { if sync == .withoutMetaSync { mdb_env_set_flags(handle, UInt32(MDB_NOMETASYNC), 0) } }
+                        let id = mdb_txn_id(raw)
                         try txn.commit()
+                        // A commit that changed nothing writes no meta page and leaves the last one as it was.
+                        var info = MDB_envinfo()
+                        mdb_env_info(handle, &info)
+                        if info.me_last_txnid == id { lastCommitSkippedMeta.store(sync == .withoutMetaSync, ordering: .relaxed) }
                         return result
                     }
                     guard let result else {

@@ -65,10 +65,15 @@ final class FaultyTransport: OutboxTransport {
         var validTokens: Set<String> = []
         var delayedCopies: [OutgoingBatch] = []
         var retryAfterUntil: Timestamp?
+        /// `retryAfterUntil` before the last answer: what a power loss that undoes its commit leaves.
+        var retryAfterBeforeLastAnswer: Timestamp?
         var appSyncRunning = false
         var violations: [String] = []
         /// Every request's writes and token, until checked.
         var sent: [([WriteID], String?)] = []
+        /// Every request the library made, in order: its writes, and how many writes the instance had
+        /// applied when it came (I4 at every send).
+        var requestLog: [(writes: [WriteID], appliedBefore: Int)] = []
         var trace = Trace()
         var requests = 0
     }
@@ -84,8 +89,10 @@ final class FaultyTransport: OutboxTransport {
 
     func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
         let now = clock.now()
+        let appliedBefore = instance.applied.count
         let plan = state.withLock { state -> Plan in
             state.requests += 1
+            state.requestLog.append((batch.writes.map(\.id), appliedBefore))
             state.trace.add("send \(batch.writes.map(\.id.rawValue)) \(batch.isAtomic)")
             // Checked after the step (I5): an automatic pass may send a write before its enqueue has
             // returned to the simulator.
@@ -114,6 +121,7 @@ final class FaultyTransport: OutboxTransport {
         }
         state.withLock { state in
             state.trace.add("answer \(answer)")
+            state.retryAfterBeforeLastAnswer = state.retryAfterUntil
             if case .failed(let failure) = answer, let text = failure.retryAfter, let seconds = RetryAfterProbe.seconds(text, now: now), seconds > 0 {
                 let until = now.adding(seconds: seconds)
                 state.retryAfterUntil = max(state.retryAfterUntil ?? until, until)

@@ -14,6 +14,8 @@ public struct SimulationResult: Sendable {
     public let applied: Int
     public let requests: Int
     public let crashes: Int
+    /// Crashes that were power losses undoing the last commit (`PowerLoss`).
+    public let powerLosses: Int
     public let rates: String
 
     public var passed: Bool { failures.isEmpty }
@@ -56,7 +58,7 @@ public enum Simulator {
         return SimulationResult(
             seed: seed, steps: steps, failures: Array(failures.prefix(20)), traceHash: trace, enqueued: run.writes.count,
             applied: run.transport.instance.applied.count, requests: run.transport.state.withLock { $0.requests },
-            crashes: run.crashes, rates: run.rates.description)
+            crashes: run.crashes, powerLosses: run.powerLosses, rates: run.rates.description)
     }
 }
 
@@ -89,6 +91,11 @@ struct SimWrite {
     /// What it depends on in the simulator's own view: its dependsOn, and earlier writes of its user to
     /// the same row the simulator did not know to be settled (a subset of the library's `follows`).
     var dependencies: [WriteID]
+    /// No dependsOn, no atomic group, and no earlier write of its user to its row at all: nothing the
+    /// library could make it wait for, so it is sendable from its enqueue until it is first sent (I4).
+    var isFree: Bool
+    /// How many requests the library had made when its enqueue returned to the simulator.
+    var enqueuedAtRequest: Int
 }
 
 struct SimulationRun {
@@ -110,9 +117,16 @@ struct SimulationRun {
     var removed: [WriteID: Int] = [:]
     /// Answered writes the app took or forgot: each must have been applied.
     var taken: Set<WriteID> = []
+    /// For each write in `removed`: how many requests the library had made when the call that took it
+    /// out began. Requests from then on may treat it as settled (I4).
+    var removedFromRequest: [WriteID: Int] = [:]
     var failures: [String] = []
     var trace = Trace()
     var crashes = 0
+    /// Crashes that undid a commit (`PowerLoss`), drawn from a generator of their own so that the
+    /// workloads of seeds recorded before the storage model existed stay as they were.
+    var powerLosses = 0
+    var storageRng: SplitMix
     var stepIndex = 0
     var eventTexts: [Task<[String], Never>] = []
     var errorTexts: [String] = []
@@ -123,6 +137,7 @@ struct SimulationRun {
         self.seed = seed
         self.folder = folder
         var rng = SplitMix(state: seed)
+        storageRng = SplitMix(state: seed ^ 0x504F_5745_524C_4F53)
         rates = FaultRates(&rng)
         transport = FaultyTransport(rng: SplitMix(state: rng.next()), rates: rates, clock: clock)
         random = SeededRandomSource(seed: rng.next())
@@ -156,6 +171,8 @@ struct SimulationRun {
     }
 
     var outbox: OutboxClient { client! }
+
+    var requestCount: Int { transport.state.withLock { $0.requestLog.count } }
 
     // MARK: - Steps
 
@@ -219,13 +236,16 @@ struct SimulationRun {
         removed[id] != nil || transport.instance.applied.contains { $0.id == id }
     }
 
-    private mutating func record(_ id: WriteID, _ write: Write, explicit: [WriteID]) {
+    private mutating func record(_ id: WriteID, _ write: Write, explicit: [WriteID], grouped: Bool = false) {
         guard let user else { return }
-        let sameRow = order.filter { other in
+        let sameRowEver = order.filter { other in
             let w = writes[other]!
-            return w.user == user && w.table == write.table && w.key == write.key && !settledInMyView(other)
+            return w.user == user && w.table == write.table && w.key == write.key
         }
-        writes[id] = SimWrite(id: id, user: user, table: write.table, key: write.key, body: write.body, dependencies: Array(Set(explicit + sameRow)).sorted())
+        let sameRow = sameRowEver.filter { !settledInMyView($0) }
+        writes[id] = SimWrite(
+            id: id, user: user, table: write.table, key: write.key, body: write.body, dependencies: Array(Set(explicit + sameRow)).sorted(),
+            isFree: explicit.isEmpty && sameRowEver.isEmpty && !grouped, enqueuedAtRequest: requestCount)
         order.append(id)
         transport.state.withLock { $0.owners[id] = user }
     }
@@ -240,7 +260,7 @@ struct SimulationRun {
     mutating func enqueueGroup() async throws {
         let group = (0..<(2 + rng.below(2))).map { _ in newWrite() }
         guard let ids = try await call("enqueueGroup", { outbox in try await outbox.enqueue(contentsOf: group.map(\.0), atomic: true) }) else { return }
-        for (id, (write, explicit)) in zip(ids, group) { record(id, write, explicit: explicit) }
+        for (id, (write, explicit)) in zip(ids, group) { record(id, write, explicit: explicit, grouped: true) }
     }
 
     mutating func sync() async throws {
@@ -319,8 +339,10 @@ struct SimulationRun {
     mutating func withdraw() async throws {
         guard let write = try await pick({ $0.state.name == "blocked" }) else { return }
         let id = write.id
+        let before = requestCount
         if case .withdrawn? = try await call("withdraw", { outbox in try await outbox.queue.withdraw(id) }) {
             removed[write.id] = transport.instance.applied.count
+            removedFromRequest[write.id] = before
         }
     }
 
@@ -328,8 +350,10 @@ struct SimulationRun {
         guard let write = try await pick({ ["refused", "dead"].contains($0.state.name) }) else { return }
         let withDependents = rng.chance(0.5)
         let id = write.id
+        let before = requestCount
         if try await call("discard", { outbox in try await outbox.queue.discard(id, withDependents: withDependents) }) == true {
             removed[write.id] = transport.instance.applied.count
+            removedFromRequest[write.id] = before
         }
     }
 
@@ -350,8 +374,12 @@ struct SimulationRun {
     mutating func clear() async throws {
         guard let user else { return }
         let held = try await outbox.queue.all().map(\.id)
+        let before = requestCount
         if try await call("clearLocalData", { outbox in try await outbox.clearLocalData(user: user) }) != nil {
-            for id in held where !(try await outbox.queue.all().contains { $0.id == id }) { removed[id] = transport.instance.applied.count }
+            for id in held where !(try await outbox.queue.all().contains { $0.id == id }) {
+                removed[id] = transport.instance.applied.count
+                removedFromRequest[id] = before
+            }
         }
     }
 
@@ -360,12 +388,22 @@ struct SimulationRun {
         try await verify("I6 (after a rebuild)")
     }
 
-    /// Drops the client as a killed process would and opens a new one, signed in as before.
+    /// Drops the client as a killed process would and opens a new one, signed in as before. Half the
+    /// crashes are power losses, which also take back the last commit when it was a pass's, made
+    /// without syncing the meta page (R2.3; `PowerLoss`).
     mutating func crash() async throws {
         crashes += 1
         await outbox.idle()
+        let undo = storageRng.chance(0.5) && outbox.log.lastCommitMayBeUndoneByPowerLoss
         outbox.close()
         client = nil
+        if undo {
+            try PowerLoss.undoLastCommit(file: folder + "/data.mdb")
+            powerLosses += 1
+            // The undone commit recorded the last request's answer: a Retry-After in it is forgotten too (I9).
+            transport.state.withLock { $0.retryAfterUntil = $0.retryAfterBeforeLastAnswer }
+            trace.add("power loss")
+        }
         try open()
         trace.add("crash")
         if let user, let token = currentToken { _ = try await call("resettle", { outbox in try await outbox.settleSession(user: user, accessToken: token) }) }
@@ -441,6 +479,7 @@ struct SimulationRun {
                 }
             }
         }
+        checkOrderAtEverySend(appliedAt: appliedAt)
         let queue = try outbox.everyWrite()
         let held = Dictionary(uniqueKeysWithValues: queue.map { ($0.id, $0) })
         for id in order {
@@ -462,6 +501,43 @@ struct SimulationRun {
             }
         }
         try checkCanaries()
+    }
+
+    /// I4 (P3) at every request the library made, in order:
+    /// - no write is sent before a write it depends on is settled (applied before the request came, or
+    ///   taken out by a call begun before it) unless that write is ahead of it in the same request (R2.2,
+    ///   R4.5);
+    /// - no write's first send overtakes an earlier write of its user that was sendable then: a free
+    ///   write (`SimWrite.isFree`) enqueued before the request, not taken out, and not sent yet (R4.1's
+    ///   id order, R4.2).
+    mutating func checkOrderAtEverySend(appliedAt: [WriteID: Int]) {
+        let requests = transport.state.withLock { $0.requestLog }
+        var firstSent: [WriteID: (request: Int, position: Int)] = [:]
+        for (index, request) in requests.enumerated() {
+            for (position, id) in request.writes.enumerated() where firstSent[id] == nil { firstSent[id] = (index, position) }
+        }
+        func removed(_ id: WriteID, by request: Int) -> Bool { removedFromRequest[id].map { $0 <= request } ?? false }
+        for (index, request) in requests.enumerated() {
+            for (position, id) in request.writes.enumerated() {
+                guard let write = writes[id] else { continue }  // I5 names a write the simulator never enqueued
+                for dependency in write.dependencies {
+                    let applied = appliedAt[dependency].map { $0 < request.appliedBefore } ?? false
+                    if !applied && !removed(dependency, by: index) && !request.writes[..<position].contains(dependency) {
+                        failures.append("I4: request \(index) sent write \(id) before write \(dependency), which it depends on, was settled")
+                        return
+                    }
+                }
+                guard firstSent[id]! == (index, position) else { continue }
+                for earlier in order where earlier.rawValue < id.rawValue {
+                    guard let other = writes[earlier], other.user == write.user, other.isFree, other.enqueuedAtRequest <= index,
+                        !removed(earlier, by: index)
+                    else { continue }
+                    if let sent = firstSent[earlier], sent.request < index || (sent.request == index && sent.position < position) { continue }
+                    failures.append("I4: request \(index) sent write \(id) for the first time ahead of write \(earlier), which was sendable")
+                    return
+                }
+            }
+        }
     }
 
     /// I10: token canaries appear nowhere; server-text canaries never in the status, events or errors.

@@ -69,6 +69,10 @@ package final class EventLog: Sendable {
         }
     }
 
+    /// Whether a power loss now could undo the last commit: it was a pass commit, made without syncing
+    /// LMDB's meta page (R2.3). The simulation's storage model asks before it takes a commit back.
+    package var lastCommitMayBeUndoneByPowerLoss: Bool { environment.lastCommitSkippedMetaSync }
+
     // MARK: - Writing
 
     /// Runs `body` in one write transaction with an appender, and commits. On `MDB_MAP_FULL` the map
