@@ -24,6 +24,18 @@ extension Commands {
             }
         }
         instance.onApply { applied, key in report("APPLIED \(applied.origin) \(applied.id) \(key)") }
+        do {
+            try await work(path, seed: seed, writes: writes, enqueueOnly: args.flag("enqueue-only"), instance: instance)
+        } catch let error as OutboxError {
+            // Under injected I/O errors (`fiu-run`) a commit fails: the worker says how, typed, and stops.
+            report("ERROR \(error.code)")
+            return .failure
+        }
+        report("DONE")
+        return .success
+    }
+
+    private static func work(_ path: String, seed: UInt64, writes: Int, enqueueOnly: Bool, instance: SimulatedInstance) async throws {
         var configuration = OutboxConfiguration(autoSync: false, batchSize: 3)
         configuration.random = SeededRandomSource(seed: seed &* 0x9E37_79B9 &+ UInt64(getpid()))
         let outbox = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
@@ -32,7 +44,7 @@ extension Commands {
         for step in 0..<writes {
             // Every tenth step rebuilds and every tenth (offset) switches user, so each named crash point
             // is passed at least three times in a 40-step run.
-            let roll = args.flag("enqueue-only") ? 0 : step % 10 == 9 ? 95 : step % 10 == 4 ? 99 : rng.next(below: 100)
+            let roll = enqueueOnly ? 0 : step % 10 == 9 ? 95 : step % 10 == 4 ? 99 : rng.next(below: 100)
             switch roll {
             case 0..<70:
                 let key = Int64(1 + rng.next(below: 8))
@@ -51,8 +63,6 @@ extension Commands {
         if writes == 0 {
             for _ in 0..<50 where try await syncAndReport(outbox).remainingCount > 0 {}
         }
-        report("DONE")
-        return .success
     }
 
     @discardableResult
@@ -121,8 +131,16 @@ extension Commands {
         let copies = try copied.drainWhileCopying(writes: 300, copies: 8, rng: rng)
         problems += copies.problems.map { "copy during a drain: \($0)" }
         say("copies of data.mdb taken during a drain: \(copies.verified) verified and held every acknowledged write, \(copies.refused) refused with a clear message" + (copies.problems.isEmpty ? "" : ", \(copies.problems.count) problems"))
-        acknowledged += cycles.acked.count + copied.acked.count
-        appliedTotal += cycles.applied.count + copied.applied.count
+        // Injected I/O errors (TESTING.md §2, Debian's fiu-utils): fdatasync, pwrite and writev fail at random.
+        let faulty = CrashRun(folder: root + "/io-errors", seed: seed)
+        if let io = try faulty.runWithIOErrors(workers: 25) {
+            problems += io.problems.map { "I/O errors: \($0)" }
+            say("workers under injected I/O errors: \(io.failed) of \(io.workers) stopped on a typed storage error, \(io.workers - io.failed) finished; \(io.acknowledged) writes acknowledged under them, none lost" + (io.problems.isEmpty ? "" : ", \(io.problems.count) problems"))
+        } else {
+            say("workers under injected I/O errors: not run (fiu-run is not installed; scripts/setup installs fiu-utils)")
+        }
+        acknowledged += cycles.acked.count + copied.acked.count + faulty.acked.count
+        appliedTotal += cycles.applied.count + copied.applied.count + faulty.applied.count
         say("named points: \(pointsReached) of \(pointsRun) reached and killed" + (unreached.isEmpty ? "" : " (the workload did not reach \(unreached.joined(separator: ", ")))"))
         say("\(acknowledged) writes acknowledged, \(appliedTotal) applied (a write can be applied with its acknowledgement lost to the kill)")
         for problem in problems.prefix(30) { say("  " + problem) }
@@ -163,13 +181,13 @@ final class CrashRun {
     }
 
     /// Starts one worker on the log, with the instance's memory of what it applied.
-    private func start(writes: Int, crashPoint: String? = nil, enqueueOnly: Bool = false) throws -> (Process, Pipe) {
+    private func start(writes: Int, crashPoint: String? = nil, enqueueOnly: Bool = false, wrappedIn wrapper: [String] = []) throws -> (Process, Pipe) {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try applied.map { "\($0.origin) \($0.id) \($0.key)" }.joined(separator: "\n").write(toFile: instanceFile, atomically: true, encoding: .utf8)
         runs += 1
         let (process, out) = worker(
             ["--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile] + (enqueueOnly ? ["--enqueue-only"] : []),
-            crashPoint: crashPoint)
+            crashPoint: crashPoint, wrappedIn: wrapper)
         try process.run()
         return (process, out)
     }
@@ -230,6 +248,40 @@ final class CrashRun {
         return (verified, refused, problems + check(final: false))
     }
 
+    /// TESTING.md §2, I/O errors: `workers` workers run the workload one after another under `fiu-run`,
+    /// which makes `fdatasync`, `pwrite` and `writev` (LMDB's flush and page writes) fail at random, from
+    /// one call in 500 to one in 5. Each must finish, or stop on a typed storage error (`ERROR storage`):
+    /// never a crash. After each, in this process with no faults, nothing acknowledged is lost (I1) and
+    /// the log verifies (I2, I6); at the end a worker with no faults drains the queue (I3, I4, I8).
+    /// Returns nil when `fiu-run` is not installed.
+    func runWithIOErrors(workers: Int) throws -> (workers: Int, failed: Int, acknowledged: Int, problems: [String])? {
+        let fiu = "/usr/bin/fiu-run"
+        guard FileManager.default.isExecutableFile(atPath: fiu) else { return nil }
+        let probabilities = [0.002, 0.01, 0.03, 0.1, 0.2]
+        var failed = 0
+        var problems: [String] = []
+        for index in 0..<workers {
+            let p = probabilities[index % probabilities.count]
+            let faults = ["posix/io/sync/fdatasync", "posix/io/rw/pwrite", "posix/io/rw/writev"].flatMap { ["-c", "enable_random name=\($0),probability=\(p)"] }
+            let (process, out) = try start(writes: 30, wrappedIn: [fiu, "-x", "-f", ""] + faults)
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            read(data)
+            let last = String(decoding: data, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
+            switch (process.terminationReason, process.terminationStatus, last) {
+            case (.exit, 0, "DONE"): break
+            case (.exit, 2, "ERROR storage"): failed += 1
+            default:
+                let how = process.terminationReason == .exit ? "exit \(process.terminationStatus)" : "signal \(process.terminationStatus)"
+                problems.append("worker \(index) (p = \(p)) ended with \(how), its last line '\(last.prefix(80))'")
+            }
+            problems += check(final: false).map { "after worker \(index) (p = \(p)): \($0)" }
+        }
+        let acknowledged = acked.count
+        try finish()
+        return (workers, failed, acknowledged, problems + check())
+    }
+
     /// `outbox verify <path>` in a process of its own: its status, how it ended, and what it printed.
     private func verifyInItsOwnProcess(_ path: String) throws -> (Int32, Process.TerminationReason, String) {
         let process = Process()
@@ -248,10 +300,16 @@ final class CrashRun {
     }
 
     /// A worker process on this log (this same program, `crash-worker`), its output piped back.
-    private func worker(_ arguments: [String], crashPoint: String?) -> (Process, Pipe) {
+    private func worker(_ arguments: [String], crashPoint: String?, wrappedIn wrapper: [String] = []) -> (Process, Pipe) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["crash-worker", log] + arguments
+        let program = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        if let runner = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: runner)
+            process.arguments = wrapper.dropFirst() + [program.path, "crash-worker", log] + arguments
+        } else {
+            process.executableURL = program
+            process.arguments = ["crash-worker", log] + arguments
+        }
         var environment = ProcessInfo.processInfo.environment
         environment["OUTBOX_CRASHPOINT"] = crashPoint
         process.environment = environment

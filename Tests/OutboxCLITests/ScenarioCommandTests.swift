@@ -74,6 +74,13 @@ import Testing
         // write, or are refused clearly; none crashes or hangs the tool.
         #expect(run.stdout.contains("copies of data.mdb taken during a drain: "))
         #expect(!run.stdout.contains("copy during a drain:"), "no problem line for the copies")
+        // TESTING.md §2, I/O errors (fiu-utils, installed by scripts/setup): workers stop on a typed
+        // storage error or finish, and lose nothing acknowledged.
+        #expect(run.stdout.contains("workers under injected I/O errors: "))
+        #expect(!run.stdout.contains("\n  I/O errors:"), "no problem line for the injected I/O errors")
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/fiu-run") {
+            #expect(run.stdout.contains("stopped on a typed storage error"))
+        }
     }
 }
 
