@@ -108,6 +108,23 @@ func writes(_ count: Int) -> [Write] {
     (0..<count).map { Write.insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "Buy milk", "done": false]) }
 }
 
+extension String {
+    func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
+
+/// The same writes keyed by random UUIDs (as many offline-first apps make them), from a fixed seed.
+func writesWithRandomKeys(_ count: Int) -> [Write] {
+    let random = SeededRandomSource(seed: 42)
+    return (0..<count).map { _ in
+        let (high, low) = (random.next(), random.next())
+        let hex = String(high, radix: 16).leftPadded(16) + String(low, radix: 16).leftPadded(16)
+        let uuid = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { range in
+            String(hex[hex.index(hex.startIndex, offsetBy: range.lowerBound)..<hex.index(hex.startIndex, offsetBy: range.upperBound)])
+        }.joined(separator: "-")
+        return Write.insert(into: "todos", key: ["id": .string(uuid)], body: ["title": "Buy milk", "done": false])
+    }
+}
+
 func bulkEnqueue(path: String, _ all: [Write]) async throws {
     var configuration = OutboxConfiguration(autoSync: false)
     configuration.crashPlan = nil
@@ -219,6 +236,10 @@ if selected("bulk-enqueue") {
     }, tearDown: { removing($0.0); removing($0.0 + "-wal"); removing($0.0 + "-shm") })
     report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "raw LMDB append", raw)
     report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "SQLite peer, 1000/txn", peer)
+    // The same with random UUID keys: each write's row slot (R2.2) lands on a random page of `rows`.
+    let random = writesWithRandomKeys(bulkSize)
+    let randomEngine = try measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, random) } }, tearDown: removing)
+    report("3. bulk enqueue, random UUID keys", size: bulkSize, randomEngine, baseline: "raw LMDB append", raw)
 }
 
 /// Peak anonymous memory (RssAnon, so LMDB's mapped file pages are not counted), in bytes.

@@ -178,12 +178,22 @@ let everyKindOfEvent: [Event] = {
         #expect(Set((0..<100).map { _ in IdempotencyKey(using: a) }).count == 100)
     }
 
-    /// A row's slot is stored (in `rows` and each write's entry), so its hash must never change (R2.2).
-    @Test func theRowHashIsStable() {
+    /// A row's key is stored in `rows`, so it must never change (R2.2); integer keys keep their order.
+    @Test func theRowKeyIsStableAndKeepsIntegerOrder() {
         let key: JSONValue = ["id": 1]
         #expect(key.canonicalBytes == [7, 1, 2, 0x69, 0x64, 3, 2])
-        #expect(StableHash.row(user: "alice", table: "todos", key: key) == 0x4833_0B59_8765_E4D0)
-        #expect(StableHash.row(user: "alice", table: "todos", key: ["id": 2]) != StableHash.row(user: "bob", table: "todos", key: ["id": 2]))
+        #expect(StableHash.of("alice", "todos", "id") == 0xF9EC_8866_2056_F13F)
+        #expect(RowKey.of(user: "alice", table: "todos", key: key) == Key.id(0xF9EC_8866_2056_F13F) + [1, 0x80, 0, 0, 0, 0, 0, 0, 1])
+        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": "1"]) == Key.id(StableHash.of("alice", "todos")) + [2] + Key.id(StableHash.of((["id": "1"] as JSONValue).canonicalBytes)))
+        let ordered = [Int64.min, -5, -1, 0, 1, 2, 10, 255, 256, 1_000_000, .max].map { RowKey.of(user: "alice", table: "todos", key: ["id": .int($0)]) }
+        for (a, b) in zip(ordered, ordered.dropFirst()) {
+            #expect(a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in Key.precedes(x, y) } })
+        }
+        let distinct: [JSONValue] = [["id": 2], ["uid": 2], ["id": "2"], ["id": 2.5], ["id": 2, "list": 1], [:]]
+        let keys = distinct.map { RowKey.of(user: "alice", table: "todos", key: $0) }
+        #expect(Set(keys).count == distinct.count)
+        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": 2]) != RowKey.of(user: "bob", table: "todos", key: ["id": 2]))
+        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": 2]) != RowKey.of(user: "alice", table: "lists", key: ["id": 2]))
     }
 
     @Test(arguments: ["", "{", "[1,]", "{\"a\":1,\"a\":2}", "01", "1.", "\"\\x\"", "nul", "{} {}", "\"\u{01}\"", "[\"\\ud800\"]",

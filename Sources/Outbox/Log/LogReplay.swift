@@ -22,7 +22,7 @@ public enum AnswerClassifier {
         let input = Decider.Input(passId: 1, writes: ids, answer: answer, maxRefusals: max(maxRefusals, 1), at: at)
         let decision = try? Decider.decide(input) { id in
             WriteEntry(
-                queuedSequence: id.rawValue, user: "u", table: "t", rowHash: id.rawValue, dependencies: [], atomicGroup: nil,
+                queuedSequence: id.rawValue, user: "u", table: "t", dependencies: [], atomicGroup: nil,
                 idempotencyKey: IdempotencyKey(high: 0, low: id.rawValue), state: .pending, refusals: refusals, replayed: false,
                 schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil, environmentalStreak: 0)
         }

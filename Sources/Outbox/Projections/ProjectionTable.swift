@@ -16,7 +16,7 @@ public enum ProjectionTable: String, CaseIterable, Sendable {
     /// Write id, sequence → empty: the per-write history index (R8.3). A write's `writeQueued` is in
     /// it once the write has left the queue; until then its entry in `writes` keeps that sequence.
     case history
-    /// Row hash → the ids of one user's writes to one (table, key), as of the last write queued to
+    /// `RowKey` → the ids of one user's writes to one (table, key), as of the last write queued to
     /// it: readers skip the settled ones, and the next write to the row drops them (R2.2).
     case rows
     /// Dependency id, dependent id → empty: who waits on whom.
@@ -54,4 +54,4 @@ enum MetaKey {
 }
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 5
+let projectionLayoutVersion: UInt64 = 6

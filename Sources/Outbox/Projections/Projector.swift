@@ -98,7 +98,6 @@ struct Projector<Store: ProjectionStore> {
     private mutating func queue(_ queued: WriteQueued, at sequence: UInt64) throws {
         let entry = WriteEntry(
             queuedSequence: sequence, user: queued.user, table: queued.table,
-            rowHash: StableHash.row(user: queued.user, table: queued.table, key: queued.key),
             dependencies: queued.dependencies, atomicGroup: queued.atomicGroup, idempotencyKey: queued.idempotencyKey,
             state: .pending, refusals: 0, replayed: false, schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil,
             environmentalStreak: 0)
@@ -106,7 +105,8 @@ struct Projector<Store: ProjectionStore> {
         try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
         try count(entry.user) { $0.pending += 1 }
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
-        try setRow(entry.rowHash, try unsettled(rowIDs(entry.rowHash)) + [queued.id])
+        let row = RowKey.of(user: queued.user, table: queued.table, key: queued.key)
+        try setRow(row, try unsettled(rowIDs(row)) + [queued.id])
         for dependency in entry.dependencies {
             try store.set(.dependents, Key.pair(dependency.rawValue, queued.id.rawValue), [])
         }
@@ -151,30 +151,30 @@ struct Projector<Store: ProjectionStore> {
         if counters.isZero { try store.remove(.counters, key) } else { try store.set(.counters, key, counters.encode()) }
     }
 
-    private func rowIDs(_ hash: UInt64) throws -> [WriteID] {
-        guard let bytes = try store.value(.rows, Key.id(hash)) else { return [] }
+    private func rowIDs(_ row: [UInt8]) throws -> [WriteID] {
+        guard let bytes = try store.value(.rows, row) else { return [] }
         return try bytes.withUnsafeBytes { raw in
             var r = ByteReader(raw)
             return try r.ids()
         }
     }
 
-    private mutating func setRow(_ hash: UInt64, _ ids: [WriteID]) throws {
+    private mutating func setRow(_ row: [UInt8], _ ids: [WriteID]) throws {
         var w = ByteWriter(capacity: ids.count * 3 + 1)
         w.ids(ids)
-        try store.set(.rows, Key.id(hash), w.bytes)
+        try store.set(.rows, row, w.bytes)
     }
 
     /// Of `ids`, those not settled (R2.2): still in the queue and not answered. A settled write stays
     /// settled, so a row's slot keeps its settled writes until the next write to the row: settling a
-    /// write (a drain of a million) then writes nothing to `rows`, whose keys are hashes, one page each.
+    /// write (a drain of a million) then writes nothing to `rows`, whose pages it would touch at random.
     private func unsettled(_ ids: [WriteID]) throws -> [WriteID] {
         try ids.filter { id in try !WriteEntry.isSettled(entry(id)) }
     }
 
     /// Unsettled writes to the row, oldest first: what a new write to it follows (R2.2).
     func unsettledWrites(user: String, table: String, key: JSONValue) throws -> [WriteID] {
-        try unsettled(rowIDs(StableHash.row(user: user, table: table, key: key)))
+        try unsettled(rowIDs(RowKey.of(user: user, table: table, key: key)))
     }
 }
 
