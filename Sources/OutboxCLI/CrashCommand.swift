@@ -360,9 +360,12 @@ final class CrashRun {
             for id in acked.keys.sorted() where try inspector.history(of: WriteID(id)).first?.event.type != .writeQueued {
                 problems.append("I1: write \(id) was acknowledged and is not in the log")
             }
-        } catch let error as OutboxError where error.code == .damaged && error.message.contains("holds no events") && acked.isEmpty {
-            // Killed while the log was being created, before its first event: nothing was acknowledged,
-            // so nothing is lost, and the next open completes the creation.
+        } catch let error as OutboxError
+            where error.code == .damaged && acked.isEmpty && (error.message.contains("holds no events") || error.message.contains("not an outbox log"))
+        {
+            // Killed (or failed on an I/O error) while the log was being created, before its databases
+            // or its first event were committed: nothing was acknowledged, so nothing is lost, and the
+            // next open completes the creation.
         } catch {
             problems.append("I2: the log cannot be read: \(error)")
         }
