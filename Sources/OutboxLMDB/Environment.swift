@@ -91,6 +91,14 @@ public final class Environment: @unchecked Sendable {
         rc = mdb_env_set_maxdbs(env, MDB_dbi(max(names.count, 1)))
         if rc == 0 { rc = mdb_env_set_mapsize(env, options.mapSize) }
         if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_env_set_mapsize"), path: location.path)) }
+        // LMDB takes an empty data file for a new environment and writes its first pages, which a
+        // read-only open cannot (it fails with EBADF): say what the file is instead.
+        if options.readOnly {
+            var data = stat()
+            if stat(location.isDirectory ? location.path + "/data.mdb" : location.path, &data) == 0, data.st_size == 0 {
+                throw fail(LMDBError(.emptyFile, path: location.path))
+            }
+        }
         rc = mdb_env_open(env, location.path, flags, 0o600)
         if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_env_open"), path: location.path)) }
 

@@ -23,6 +23,8 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
         case keyTooLong(Int)
         /// The environment was closed.
         case closed
+        /// A read-only open found an empty data file (a creation that never wrote its first page).
+        case emptyFile
     }
 
     let kind: Kind
@@ -53,6 +55,8 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
     public var isDoesNotExist: Bool { kind == .doesNotExist }
     /// The environment was closed.
     public var isClosed: Bool { kind == .closed }
+    /// A read-only open found an empty data file: not a log (yet).
+    public var isEmptyFile: Bool { kind == .emptyFile }
     /// LMDB found an invalid page or file header (`MDB_CORRUPTED`, `MDB_INVALID`, `MDB_PAGE_NOTFOUND`, `MDB_VERSION_MISMATCH`).
     public var isDamage: Bool {
         guard case .lmdb(let code, _) = kind else { return false }
@@ -82,6 +86,8 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
             return "\(path): a key of \(length) bytes is longer than LMDB accepts"
         case .closed:
             return "\(path): the environment is closed"
+        case .emptyFile:
+            return "\(path): not an outbox log: the data file is empty (a creation that did not complete; an app's open creates the log)"
         }
     }
 }

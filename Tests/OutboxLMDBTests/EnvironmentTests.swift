@@ -60,6 +60,29 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
         }
     }
 
+    /// A creation that failed before LMDB wrote its first page leaves an empty data file. A read-only
+    /// open says so (LMDB itself would try to write the new file's first pages and fail with EBADF),
+    /// and writes nothing; a read-write open then creates the environment.
+    @Test func readOnlyOpenOfAnEmptyDataFileSaysItIsEmpty() throws {
+        try withTemporaryDirectory { path in
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            FileManager.default.createFile(atPath: path + "/data.mdb", contents: Data())
+            var options = Environment.Options()
+            options.readOnly = true
+            do {
+                _ = try Environment(path: path, databases: ["a"], options: options)
+                Issue.record("opened an empty data file")
+            } catch let error as LMDBError {
+                #expect(error.isEmptyFile)
+                #expect(error.description.contains(path) && error.description.contains("empty"))
+            }
+            #expect(try FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as? Int == 0)
+            let env = try Environment(path: path, databases: ["a"])
+            try env.write { txn in try txn.put(env.database("a"), key: [1], value: [2]) }
+            #expect(try env.read { try $0.get(env.database("a"), key: [1]) } == [2])
+        }
+    }
+
     @Test func writeAbortsWhenItsClosureThrows() throws {
         struct Stop: Error {}
         try withTemporaryDirectory { path in
