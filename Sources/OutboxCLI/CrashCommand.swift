@@ -11,7 +11,7 @@ internal import Glibc
 extension Commands {
     /// `outbox crash-worker <log> --seed S --writes N --instance FILE` (the harness's child).
     static func crashWorker(_ words: [String]) async throws -> Exit {
-        let args = try Arguments(command: "crash-worker", words: words, options: ["seed", "writes", "instance"], flags: ["enqueue-only"])
+        let args = try Arguments(command: "crash-worker", words: words, options: ["seed", "writes", "instance", "map-size"], flags: ["enqueue-only"])
         let path = try args.positionals("log")[0]
         let seed = try args.unsigned("seed") ?? 1
         let writes = Int(try args.unsigned("writes") ?? 30)
@@ -25,7 +25,8 @@ extension Commands {
         }
         instance.onApply { applied, key in report("APPLIED \(applied.origin) \(applied.id) \(key)") }
         do {
-            try await work(path, seed: seed, writes: writes, enqueueOnly: args.flag("enqueue-only"), instance: instance)
+            let mapSize = try args.unsigned("map-size").map(Int.init)
+            try await work(path, seed: seed, writes: writes, enqueueOnly: args.flag("enqueue-only"), mapSize: mapSize, instance: instance)
         } catch let error as OutboxError {
             // Under injected I/O errors (`fiu-run`) a commit fails: the worker says how, typed, and stops.
             report("ERROR \(error.code)")
@@ -35,8 +36,9 @@ extension Commands {
         return .success
     }
 
-    private static func work(_ path: String, seed: UInt64, writes: Int, enqueueOnly: Bool, instance: SimulatedInstance) async throws {
+    private static func work(_ path: String, seed: UInt64, writes: Int, enqueueOnly: Bool, mapSize: Int?, instance: SimulatedInstance) async throws {
         var configuration = OutboxConfiguration(autoSync: false, batchSize: 3)
+        if let mapSize { configuration.initialMapSize = mapSize }
         configuration.random = SeededRandomSource(seed: seed &* 0x9E37_79B9 &+ UInt64(getpid()))
         let outbox = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
         try await outbox.settleSession(user: "alice", accessToken: AccessToken.unsigned(subject: "alice"))
@@ -114,7 +116,8 @@ extension Commands {
         let cycles = CrashRun(folder: root + "/random", seed: seed)
         for cycle in 0..<kills {
             let delay = rng.next(below: 10) == 0 ? 60 + rng.next(below: 240) : rng.next(below: 60)
-            if try cycles.run(writes: 30, killAfterMilliseconds: Int(delay)) { killed += 1 }
+            // Every other cycle starts from a 32 KiB map (TESTING.md §2, a tiny map): the map grows under the kills.
+            if try cycles.run(writes: 30, killAfterMilliseconds: Int(delay), mapSize: cycle % 2 == 1 ? 32 << 10 : nil) { killed += 1 }
             problems += cycles.check(final: false).map { "random kill \(cycle): \($0)" }
             if !problems.isEmpty { break }
         }
@@ -168,8 +171,8 @@ final class CrashRun {
 
     /// Runs one worker; true when it was killed (at its crash point, or by the timer).
     @discardableResult
-    func run(writes: Int, crashPoint: String? = nil, killAfterMilliseconds: Int? = nil) throws -> Bool {
-        let (process, out) = try start(writes: writes, crashPoint: crashPoint)
+    func run(writes: Int, crashPoint: String? = nil, killAfterMilliseconds: Int? = nil, mapSize: Int? = nil) throws -> Bool {
+        let (process, out) = try start(writes: writes, crashPoint: crashPoint, mapSize: mapSize)
         if let delay = killAfterMilliseconds {
             usleep(useconds_t(delay * 1000))
             kill(process.processIdentifier, SIGKILL)
@@ -181,12 +184,15 @@ final class CrashRun {
     }
 
     /// Starts one worker on the log, with the instance's memory of what it applied.
-    private func start(writes: Int, crashPoint: String? = nil, enqueueOnly: Bool = false, wrappedIn wrapper: [String] = []) throws -> (Process, Pipe) {
+    private func start(
+        writes: Int, crashPoint: String? = nil, enqueueOnly: Bool = false, mapSize: Int? = nil, wrappedIn wrapper: [String] = []
+    ) throws -> (Process, Pipe) {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try applied.map { "\($0.origin) \($0.id) \($0.key)" }.joined(separator: "\n").write(toFile: instanceFile, atomically: true, encoding: .utf8)
         runs += 1
         let (process, out) = worker(
-            ["--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile] + (enqueueOnly ? ["--enqueue-only"] : []),
+            ["--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile] + (enqueueOnly ? ["--enqueue-only"] : [])
+                + (mapSize.map { ["--map-size", String($0)] } ?? []),
             crashPoint: crashPoint, wrappedIn: wrapper)
         try process.run()
         return (process, out)
