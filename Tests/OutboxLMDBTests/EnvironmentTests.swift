@@ -83,6 +83,23 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
         }
     }
 
+    /// The power-loss model of the simulation reads this: only a commit without the meta sync may be
+    /// undone, and a commit that wrote nothing (no meta page) leaves the answer as it was.
+    @Test func lastCommitSkippedMetaSyncFollowsTheLastCommitThatWrote() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path, databases: ["a"])
+            #expect(!env.lastCommitSkippedMetaSync)
+            try env.write(sync: .withoutMetaSync) { txn in try txn.put(env.database("a"), key: [1], value: [1]) }
+            #expect(env.lastCommitSkippedMetaSync)
+            try env.write { _ in }
+            #expect(env.lastCommitSkippedMetaSync, "an empty commit writes no meta page")
+            try env.write { txn in try txn.put(env.database("a"), key: [2], value: [2]) }
+            #expect(!env.lastCommitSkippedMetaSync)
+            try env.write(sync: .withoutMetaSync) { _ in }
+            #expect(!env.lastCommitSkippedMetaSync, "an empty commit writes no meta page")
+        }
+    }
+
     @Test func writeAbortsWhenItsClosureThrows() throws {
         struct Stop: Error {}
         try withTemporaryDirectory { path in
