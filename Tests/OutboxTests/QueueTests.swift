@@ -95,6 +95,31 @@ final class RowTransport: OutboxTransport {
         }
     }
 
+    // R6.2: dependents that were refused (not final), blocked or dead are refused unsent too; a refused
+    // one would otherwise be resent forever behind a write that never reached the instance, and never
+    // reach a terminal state (simulation seed 4027642: an aborted atomic group, one member discarded).
+    @Test func discardWithDependentsRefusesDependentsThatAreNotPending() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let list = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
+            let waiting = try await client.enqueue(contentsOf: (1...4).map { n in
+                .insert(into: "todos", key: ["id": .int(Int64(n))], body: [:], dependsOn: [list])
+            })
+            let answered = try await client.enqueue(.insert(into: "todos", key: ["id": 9], body: [:], dependsOn: [list]))
+            try await client.record(list, .refused(Refusal(status: 409)), refusals: 1)
+            try await client.record(waiting[1], .refused(Refusal(reason: "its atomic group was aborted")), refusals: 1)
+            try await client.record(waiting[2], .blocked(.keySpent, refusal: nil))
+            try await client.record(waiting[3], .dead(Refusal(status: 400)), refusals: 5)
+            try await client.record(answered, .accepted)
+            #expect(try await client.queue.discard(list, withDependents: true))
+            for id in waiting {
+                let write = try #require(try await client.write(id))
+                #expect(write.state == .refused(.unsent(because: "the insert it waits for was discarded")), "write \(id)")
+            }
+            #expect(try await client.write(answered)?.state == .accepted)
+        }
+    }
+
     // R6.3
     @Test func releaseSendsAgainUnderAFreshKeyKeepingTheCount() async throws {
         try await withTemporaryLog { path in

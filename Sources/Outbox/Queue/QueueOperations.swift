@@ -60,17 +60,20 @@ enum QueueOperations {
         }
     }
 
-    /// Refuses, unsent and final, every pending write that waits (directly or through others) on `id`
-    /// (R4.2, R6.2, R6.4), with the reason "the <kind> it waits for was <how>".
+    /// Refuses, unsent and final, every write that waits (directly or through others) on `id` (R4.2,
+    /// R6.2, R6.4), with the reason "the <kind> it waits for was <how>": pending ones, and refused (not
+    /// final), blocked or dead ones too. Those were built on a write that will never reach the
+    /// instance; left as they were, a refused one would be retried forever and never settle.
     static func refuseDependents(of id: WriteID, kind: Operation, how: String, appender: inout Appender) throws {
         var frontier = [id]
         var seen: Set<WriteID> = [id]
         var refused: [WriteID] = []
         while let current = frontier.popLast() {
             for dependent in try appender.reader.dependents(of: current) where seen.insert(dependent).inserted {
-                guard let entry = try appender.reader.entry(dependent), entry.state == .pending else { continue }
-                refused.append(dependent)
+                guard let entry = try appender.reader.entry(dependent), !entry.state.isAnswered else { continue }
                 frontier.append(dependent)
+                if case .refused(let refusal) = entry.state, refusal.isFinal { continue }
+                refused.append(dependent)
             }
         }
         for dependent in refused.sorted() {
