@@ -201,10 +201,13 @@ public final class Environment: @unchecked Sendable {
                         defer { if sync == .withoutMetaSync { mdb_env_set_flags(handle, UInt32(MDB_NOMETASYNC), 0) } }
                         let id = mdb_txn_id(raw)
                         try txn.commit()
-                        // A commit that changed nothing writes no meta page and leaves the last one as it was.
-                        var info = MDB_envinfo()
-                        mdb_env_info(handle, &info)
-                        if info.me_last_txnid == id { lastCommitSkippedMeta.store(sync == .withoutMetaSync, ordering: .relaxed) }
+                        // A commit that changed nothing writes no meta page and leaves the last one as it was;
+                        // a standard commit after a standard one has nothing to change.
+                        if sync == .withoutMetaSync || lastCommitSkippedMeta.load(ordering: .relaxed) {
+                            var info = MDB_envinfo()
+                            mdb_env_info(handle, &info)
+                            if info.me_last_txnid == id { lastCommitSkippedMeta.store(sync == .withoutMetaSync, ordering: .relaxed) }
+                        }
                         return result
                     }
                     guard let result else {
