@@ -75,7 +75,6 @@ final class FaultyTransport: OutboxTransport {
         /// applied when it came (I4 at every send).
         var requestLog: [(writes: [WriteID], appliedBefore: Int)] = []
         var trace = Trace()
-        var requests = 0
     }
 
     let instance = SimulatedInstance()
@@ -91,7 +90,6 @@ final class FaultyTransport: OutboxTransport {
         let now = clock.now()
         let appliedBefore = instance.applied.count
         let plan = state.withLock { state -> Plan in
-            state.requests += 1
             state.requestLog.append((batch.writes.map(\.id), appliedBefore))
             state.trace.add("send \(batch.writes.map(\.id.rawValue)) \(batch.isAtomic)")
             // Checked after the step (I5): an automatic pass may send a write before its enqueue has

@@ -57,7 +57,7 @@ public enum Simulator {
         let trace = run.transport.state.withLock { $0.trace.hash } ^ run.trace.hash
         return SimulationResult(
             seed: seed, steps: steps, failures: Array(failures.prefix(20)), traceHash: trace, enqueued: run.writes.count,
-            applied: run.transport.instance.applied.count, requests: run.transport.state.withLock { $0.requests },
+            applied: run.transport.instance.applied.count, requests: run.requestCount,
             crashes: run.crashes, powerLosses: run.powerLosses, rates: run.rates.description)
     }
 }
@@ -98,6 +98,12 @@ struct SimWrite {
     var enqueuedAtRequest: Int
 }
 
+/// When the app took a write out of the queue, as the simulator saw it.
+struct Removal {
+    var applied: Int
+    var request: Int
+}
+
 struct SimulationRun {
     let seed: UInt64
     let folder: String
@@ -113,13 +119,12 @@ struct SimulationRun {
     var tokenSerial = 0
     var writes: [WriteID: SimWrite] = [:]
     var order: [WriteID] = []
-    /// Writes the app took out (discard, withdraw, clear), with how many writes the instance had applied then.
-    var removed: [WriteID: Int] = [:]
+    /// Writes the app took out (discard, withdraw, clear): how many writes the instance had applied
+    /// then, and how many requests the library had made when the call began (requests from then on
+    /// may treat the write as settled, I4).
+    var removed: [WriteID: Removal] = [:]
     /// Answered writes the app took or forgot: each must have been applied.
     var taken: Set<WriteID> = []
-    /// For each write in `removed`: how many requests the library had made when the call that took it
-    /// out began. Requests from then on may treat it as settled (I4).
-    var removedFromRequest: [WriteID: Int] = [:]
     var failures: [String] = []
     var trace = Trace()
     var crashes = 0
@@ -341,8 +346,7 @@ struct SimulationRun {
         let id = write.id
         let before = requestCount
         if case .withdrawn? = try await call("withdraw", { outbox in try await outbox.queue.withdraw(id) }) {
-            removed[write.id] = transport.instance.applied.count
-            removedFromRequest[write.id] = before
+            removed[write.id] = Removal(applied: transport.instance.applied.count, request: before)
         }
     }
 
@@ -352,8 +356,7 @@ struct SimulationRun {
         let id = write.id
         let before = requestCount
         if try await call("discard", { outbox in try await outbox.queue.discard(id, withDependents: withDependents) }) == true {
-            removed[write.id] = transport.instance.applied.count
-            removedFromRequest[write.id] = before
+            removed[write.id] = Removal(applied: transport.instance.applied.count, request: before)
         }
     }
 
@@ -377,8 +380,7 @@ struct SimulationRun {
         let before = requestCount
         if try await call("clearLocalData", { outbox in try await outbox.clearLocalData(user: user) }) != nil {
             for id in held where !(try await outbox.queue.all().contains { $0.id == id }) {
-                removed[id] = transport.instance.applied.count
-                removedFromRequest[id] = before
+                removed[id] = Removal(applied: transport.instance.applied.count, request: before)
             }
         }
     }
@@ -473,7 +475,7 @@ struct SimulationRun {
             }
             for dependency in mine.dependencies {
                 let before = appliedAt[dependency].map { $0 < index } ?? false
-                let removedBefore = removed[dependency].map { $0 <= index } ?? false
+                let removedBefore = removed[dependency].map { $0.applied <= index } ?? false
                 if !before && !removedBefore {
                     failures.append("I4: write \(write.id) was applied before write \(dependency), which it depends on, was settled")
                 }
@@ -516,13 +518,13 @@ struct SimulationRun {
         for (index, request) in requests.enumerated() {
             for (position, id) in request.writes.enumerated() where firstSent[id] == nil { firstSent[id] = (index, position) }
         }
-        func removed(_ id: WriteID, by request: Int) -> Bool { removedFromRequest[id].map { $0 <= request } ?? false }
+        func takenOut(_ id: WriteID, by request: Int) -> Bool { removed[id].map { $0.request <= request } ?? false }
         for (index, request) in requests.enumerated() {
             for (position, id) in request.writes.enumerated() {
                 guard let write = writes[id] else { continue }  // I5 names a write the simulator never enqueued
                 for dependency in write.dependencies {
                     let applied = appliedAt[dependency].map { $0 < request.appliedBefore } ?? false
-                    if !applied && !removed(dependency, by: index) && !request.writes[..<position].contains(dependency) {
+                    if !applied && !takenOut(dependency, by: index) && !request.writes[..<position].contains(dependency) {
                         failures.append("I4: request \(index) sent write \(id) before write \(dependency), which it depends on, was settled")
                         return
                     }
@@ -530,7 +532,7 @@ struct SimulationRun {
                 guard firstSent[id]! == (index, position) else { continue }
                 for earlier in order where earlier.rawValue < id.rawValue {
                     guard let other = writes[earlier], other.user == write.user, other.isFree, other.enqueuedAtRequest <= index,
-                        !removed(earlier, by: index)
+                        !takenOut(earlier, by: index)
                     else { continue }
                     if let sent = firstSent[earlier], sent.request < index || (sent.request == index && sent.position < position) { continue }
                     failures.append("I4: request \(index) sent write \(id) for the first time ahead of write \(earlier), which was sendable")
