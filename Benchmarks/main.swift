@@ -112,11 +112,15 @@ extension String {
     func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
 
-/// The same writes keyed by random UUIDs (as many offline-first apps make them), from a fixed seed.
-func writesWithRandomKeys(_ count: Int) -> [Write] {
+/// The same writes keyed by UUIDs, as many offline-first apps make them, from a fixed seed: random
+/// (version 4), or time-ordered (version 7: a millisecond timestamp first, four writes a millisecond).
+func writesWithUUIDKeys(_ count: Int, timeOrdered: Bool) -> [Write] {
     let random = SeededRandomSource(seed: 42)
-    return (0..<count).map { _ in
-        let (high, low) = (random.next(), random.next())
+    let start: UInt64 = 1_767_225_600_000
+    return (0..<count).map { index in
+        var (high, low) = (random.next(), random.next())
+        high = timeOrdered ? (start + UInt64(index / 4)) << 16 | 0x7000 | high & 0x0FFF : high & 0xFFFF_FFFF_FFFF_0FFF | 0x4000
+        low = low & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
         let hex = String(high, radix: 16).leftPadded(16) + String(low, radix: 16).leftPadded(16)
         let uuid = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { range in
             String(hex[hex.index(hex.startIndex, offsetBy: range.lowerBound)..<hex.index(hex.startIndex, offsetBy: range.upperBound)])
@@ -236,10 +240,13 @@ if selected("bulk-enqueue") {
     }, tearDown: { removing($0.0); removing($0.0 + "-wal"); removing($0.0 + "-shm") })
     report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "raw LMDB append", raw)
     report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "SQLite peer, 1000/txn", peer)
-    // The same with random UUID keys: each write's row slot (R2.2) lands on a random page of `rows`.
-    let random = writesWithRandomKeys(bulkSize)
-    let randomEngine = try measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, random) } }, tearDown: removing)
-    report("3. bulk enqueue, random UUID keys", size: bulkSize, randomEngine, baseline: "raw LMDB append", raw)
+    // The same with UUID keys. Time-ordered ones (v7) keep their order in `rows` (decision 007); with
+    // random ones (v4) each write's row slot (R2.2) lands on a random page of `rows`.
+    for (name, timeOrdered) in [("3. bulk enqueue, UUIDv7 keys", true), ("3. bulk enqueue, random UUIDv4 keys", false)] {
+        let keyed = writesWithUUIDKeys(bulkSize, timeOrdered: timeOrdered)
+        let engine = try measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, keyed) } }, tearDown: removing)
+        report(name, size: bulkSize, engine, baseline: "raw LMDB append", raw)
+    }
 }
 
 /// Peak anonymous memory (RssAnon, so LMDB's mapped file pages are not counted), in bytes.

@@ -178,18 +178,29 @@ let everyKindOfEvent: [Event] = {
         #expect(Set((0..<100).map { _ in IdempotencyKey(using: a) }).count == 100)
     }
 
-    /// A row's key is stored in `rows`, so it must never change (R2.2); integer keys keep their order.
-    @Test func theRowKeyIsStableAndKeepsIntegerOrder() {
+    /// A row's key is stored in `rows`, so it must never change (R2.2); integer and string keys keep
+    /// their order (decision 007).
+    @Test func theRowKeyIsStableAndKeepsIntegerAndStringOrder() {
         let key: JSONValue = ["id": 1]
         #expect(key.canonicalBytes == [7, 1, 2, 0x69, 0x64, 3, 2])
         #expect(StableHash.of("alice", "todos", "id") == 0xF9EC_8866_2056_F13F)
         #expect(RowKey.of(user: "alice", table: "todos", key: key) == Key.id(0xF9EC_8866_2056_F13F) + [1, 0x80, 0, 0, 0, 0, 0, 0, 1])
-        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": "1"]) == Key.id(StableHash.of("alice", "todos")) + [2] + Key.id(StableHash.of((["id": "1"] as JSONValue).canonicalBytes)))
-        let ordered = [Int64.min, -5, -1, 0, 1, 2, 10, 255, 256, 1_000_000, .max].map { RowKey.of(user: "alice", table: "todos", key: ["id": .int($0)]) }
-        for (a, b) in zip(ordered, ordered.dropFirst()) {
-            #expect(a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in Key.precedes(x, y) } })
+        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": "1"]) == Key.id(0xF9EC_8866_2056_F13F) + [3, 0x31])
+        let long = String(repeating: "x", count: RowKey.maxKeptString + 1)
+        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": .string(long)]) == Key.id(StableHash.of("alice", "todos")) + [2] + Key.id(StableHash.of((["id": .string(long)] as JSONValue).canonicalBytes)))
+        let integers = [Int64.min, -5, -1, 0, 1, 2, 10, 255, 256, 1_000_000, .max].map { RowKey.of(user: "alice", table: "todos", key: ["id": .int($0)]) }
+        // UUIDv7s made one millisecond apart, and ULIDs: their text order is their time order.
+        let strings = ["0190b6e2-0000-7000-8000-000000000000", "0190b6e2-0001-7000-8000-000000000000", "0190b6e3-0000-7000-8000-000000000000",
+                       "01HZY3K9Q80000000000000000", "01HZY3K9Q80000000000000001", "01HZY3K9Q90000000000000000"]
+            .map { RowKey.of(user: "alice", table: "todos", key: ["id": .string($0)]) }
+        for ordered in [integers, strings] {
+            for (a, b) in zip(ordered, ordered.dropFirst()) {
+                #expect(a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in Key.precedes(x, y) } })
+            }
         }
-        let distinct: [JSONValue] = [["id": 2], ["uid": 2], ["id": "2"], ["id": 2.5], ["id": 2, "list": 1], [:]]
+        let distinct: [JSONValue] = [
+            ["id": 2], ["uid": 2], ["id": "2"], ["uid": "2"], ["id": "20"], ["id": ""], ["id": .string(long)], ["id": 2.5], ["id": 2, "list": 1], [:],
+        ]
         let keys = distinct.map { RowKey.of(user: "alice", table: "todos", key: $0) }
         #expect(Set(keys).count == distinct.count)
         #expect(RowKey.of(user: "alice", table: "todos", key: ["id": 2]) != RowKey.of(user: "bob", table: "todos", key: ["id": 2]))

@@ -98,7 +98,7 @@ import Testing
         try await withTemporaryLog { path in
             let client = try await openClient(path)
             let id = try await client.enqueue(todo(1))
-            try client.log.environment.write { txn in
+            _ = try client.log.environment.write { txn in
                 try txn.put(client.log.environment.database("pending"), key: Array("mallory".utf8) + [0, 0, 0, 0, 0, 0, 0, 0, 9], value: [])
             }
             let report = try await client.verify()
@@ -146,6 +146,35 @@ import Testing
             let commits = client.log.environment.commitCount
             #expect(commits == 0, "open wrote nothing")
             #expect(try await client.queue.all().count == 50)
+        }
+    }
+
+    // R8.2, decision 007: projections of an older layout are rebuilt on open. Layout 6 hashed string
+    // keys in `rows`; layout 7 keeps them whole. Without the rebuild a new write to the row would look
+    // for the new key, find no earlier write, and overtake it (R2.2).
+    @Test func anOlderLayoutIsRebuiltOnOpen() async throws {
+        try await withTemporaryLog { path in
+            let row: JSONValue = ["id": "0190b6e2-0000-7000-8000-000000000000"]
+            let first: WriteID
+            do {
+                let client = try await openClient(path)
+                first = try await client.enqueue(.insert(into: "todos", key: row, body: ["title": "milk"]))
+                let environment = client.log.environment
+                try environment.write { txn in
+                    let rows = environment.database("rows"), meta = environment.database("meta")
+                    let kept = RowKey.of(user: "alice", table: "todos", key: row)
+                    let ids = try #require(try txn.get(rows, key: kept))
+                    _ = try txn.delete(rows, key: kept)
+                    _ = try txn.put(rows, key: Key.id(StableHash.of("alice", "todos")) + [2] + Key.id(StableHash.of(row.canonicalBytes)), value: ids)
+                    _ = try txn.put(meta, key: MetaKey.layout, value: Key.id(6))
+                }
+            }
+            let client = try await openClient(path)
+            let layout = try client.log.environment.read { txn in try txn.get(client.log.environment.database("meta"), key: MetaKey.layout) }
+            #expect(layout == Key.id(projectionLayoutVersion))
+            #expect(try await client.verify().isOK)
+            let second = try await client.enqueue(.update("todos", key: row, set: ["done": true]))
+            #expect(try await client.write(second)?.follows == [first])
         }
     }
 }

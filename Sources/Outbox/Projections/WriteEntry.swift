@@ -162,26 +162,41 @@ enum StableHash {
 
 /// The key of one user's row in `rows` (R2.2): which earlier writes a new write to the row follows.
 ///
-/// - A key of one integer member (`{"id": 42}`, the common case) is kept in order: the hash of (user,
-///   table, member name), 0x01, then the integer big-endian with its sign bit flipped. Writes to rows
-///   made one after another (autoincrement keys) then land side by side, at the end of the table, and a
-///   transaction of a thousand new rows touches a few pages of `rows` rather than a thousand.
-/// - Any other key: the hash of (user, table), 0x02, then the hash of the key's canonical bytes
-///   (random keys such as UUIDs land anywhere, as before).
-/// A hash collision only puts two rows in one slot: a write then also follows the other row's writes;
-/// it never loses a dependency.
+/// A key of one member keeps its order, so writes to rows made one after another land side by side at
+/// the end of the table, and a transaction of a thousand new rows touches a few pages of `rows` rather
+/// than a thousand (decision 007):
+/// - one integer member (`{"id": 42}`, autoincrement or client counters): the hash of (user, table,
+///   member name), 0x01, then the integer big-endian with its sign bit flipped;
+/// - one string member of at most `maxKeptString` UTF-8 bytes (`{"id": "0190b6e2-…"}`): the same
+///   hash, 0x03, then the string's bytes. Time-ordered ids (UUIDv7, ULID, KSUID) then keep their order;
+///   random ones (UUIDv4) land anywhere, as they would hashed.
+/// Any other key: the hash of (user, table), 0x02, then the hash of the key's canonical bytes. The tag
+/// byte keeps the forms apart. A hash collision only puts two rows in one slot: a write then also
+/// follows the other row's writes; it never loses a dependency.
 enum RowKey {
+    /// The longest string member kept whole in a row key; a longer one is hashed.
+    static let maxKeptString = 64
+
     static func of(user: String, table: String, key: JSONValue) -> [UInt8] {
         var w = ByteWriter(capacity: 17)
-        if case .object(let members) = key, members.count == 1, let (name, value) = members.first, case .int(let number) = value {
-            w.bigEndian(StableHash.of(user, table, name))
-            w.byte(1)
-            w.bigEndian(UInt64(bitPattern: number) ^ (1 << 63))
-        } else {
-            w.bigEndian(StableHash.of(user, table))
-            w.byte(2)
-            w.bigEndian(StableHash.of(key.canonicalBytes))
+        if case .object(let members) = key, members.count == 1, let (name, value) = members.first {
+            switch value {
+            case .int(let number):
+                w.bigEndian(StableHash.of(user, table, name))
+                w.byte(1)
+                w.bigEndian(UInt64(bitPattern: number) ^ (1 << 63))
+                return w.bytes
+            case .string(let text) where text.utf8.count <= maxKeptString:
+                w.bigEndian(StableHash.of(user, table, name))
+                w.byte(3)
+                w.raw(text.utf8)
+                return w.bytes
+            default: break
+            }
         }
+        w.bigEndian(StableHash.of(user, table))
+        w.byte(2)
+        w.bigEndian(StableHash.of(key.canonicalBytes))
         return w.bytes
     }
 }
