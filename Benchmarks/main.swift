@@ -187,7 +187,7 @@ if selected("enqueue-durable") {
     let size = options.quick ? 200 : 10_000
     let all = writes(size)
     let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: sampleRecords(size), perTransaction: 1) }, tearDown: removing)
-    let engine = try measure({ temporaryPath() }, { path in
+    let engine = measure({ temporaryPath() }, { path in
         blocking {
             let client = try openClient(path)
             try await client.settleSession(user: "alice", accessToken: nil)
@@ -202,7 +202,7 @@ if selected("enqueue-durable") {
 if selected("enqueue-concurrent") {
     let size = options.quick ? 320 : 10_000
     let all = writes(size)
-    let engine = try measure({ temporaryPath() }, { path in
+    let engine = measure({ temporaryPath() }, { path in
         blocking {
             let client = try openClient(path)
             try await client.settleSession(user: "alice", accessToken: nil)
@@ -216,7 +216,7 @@ if selected("enqueue-concurrent") {
         }
     }, tearDown: removing)
     let rows = peerRows(all)
-    let peer = try measure({ () -> (String, SQLiteOutbox) in let path = temporaryPath(); return (path, SQLiteOutbox(path: path)) }, { state in
+    let peer = measure({ () -> (String, SQLiteOutbox) in let path = temporaryPath(); return (path, SQLiteOutbox(path: path)) }, { state in
         DispatchQueue.concurrentPerform(iterations: 16) { task in
             for index in stride(from: task, to: rows.count, by: 16) { state.1.enqueue([rows[index]]) }
         }
@@ -229,9 +229,9 @@ if selected("bulk-enqueue") {
     let all = writes(bulkSize)
     let records = sampleRecords(bulkSize)
     let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing)
-    let engine = try measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing)
+    let engine = measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing)
     let rows = peerRows(all)
-    let peer = try measure({ () -> (String, SQLiteOutbox) in let path = temporaryPath(); return (path, SQLiteOutbox(path: path)) }, { state in
+    let peer = measure({ () -> (String, SQLiteOutbox) in let path = temporaryPath(); return (path, SQLiteOutbox(path: path)) }, { state in
         var index = 0
         while index < rows.count {
             state.1.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
@@ -244,7 +244,7 @@ if selected("bulk-enqueue") {
     // random ones (v4) each write's row slot (R2.2) lands on a random page of `rows`.
     for (name, timeOrdered) in [("3. bulk enqueue, UUIDv7 keys", true), ("3. bulk enqueue, random UUIDv4 keys", false)] {
         let keyed = writesWithUUIDKeys(bulkSize, timeOrdered: timeOrdered)
-        let engine = try measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, keyed) } }, tearDown: removing)
+        let engine = measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, keyed) } }, tearDown: removing)
         report(name, size: bulkSize, engine, baseline: "raw LMDB append", raw)
     }
 }
@@ -262,7 +262,7 @@ func rssAnon() -> Int {
 if selected("drain") {
     let all = writes(bulkSize)
     let peak = Mutex(0)
-    let engine = try measure({ () -> String in
+    let engine = measure({ () -> String in
         let path = temporaryPath()
         blocking { try await bulkEnqueue(path: path, all) }
         return path
@@ -288,7 +288,7 @@ if selected("drain") {
         }
     }, tearDown: removing)
     let rows = peerRows(all)
-    let peer = try measure({ () -> (String, SQLiteOutbox) in
+    let peer = measure({ () -> (String, SQLiteOutbox) in
         let path = temporaryPath()
         let peer = SQLiteOutbox(path: path)
         var index = 0
