@@ -132,6 +132,10 @@ struct SimulationRun {
     /// workloads of seeds recorded before the storage model existed stay as they were.
     var powerLosses = 0
     var storageRng: SplitMix
+    /// The shape of this seed's row keys, and its generator (for `mixed`), apart from `rng` for the same
+    /// reason: every shape gives the workload of the integer keys the seeds were recorded with.
+    let keyShape: RowKeyShape
+    var keyRng: SplitMix
     var stepIndex = 0
     var eventTexts: [Task<[String], Never>] = []
     var errorTexts: [String] = []
@@ -143,6 +147,8 @@ struct SimulationRun {
         self.folder = folder
         var rng = SplitMix(state: seed)
         storageRng = SplitMix(state: seed ^ 0x504F_5745_524C_4F53)
+        keyRng = SplitMix(state: seed ^ 0x524F_574B_4559_5321)
+        keyShape = RowKeyShape.allCases[keyRng.below(RowKeyShape.allCases.count)]
         rates = FaultRates(&rng)
         transport = FaultyTransport(rng: SplitMix(state: rng.next()), rates: rates, clock: clock)
         random = SeededRandomSource(seed: rng.next())
@@ -161,7 +167,7 @@ struct SimulationRun {
 
     mutating func start() async throws {
         try open()
-        trace.add("config autoSync=\(configuration.autoSync) batch=\(configuration.batchSize) max=\(configuration.maxRefusals) users=\(users.count)")
+        trace.add("config autoSync=\(configuration.autoSync) batch=\(configuration.batchSize) max=\(configuration.maxRefusals) users=\(users.count) keys=\(keyShape)")
     }
 
     private mutating func open() throws {
@@ -225,7 +231,7 @@ struct SimulationRun {
 
     private mutating func newWrite() -> (Write, deps: [WriteID]) {
         let table = ["todos", "lists"][rng.below(2)]
-        let key: JSONValue = ["id": .int(Int64(1 + rng.below(6)))]
+        let key = keyShape.key(row: 1 + rng.below(6), &keyRng)
         let ops: [Outbox.Operation] = [.insert, .update, .upsert, .delete, .custom("complete")]
         let op = ops[rng.below(ops.count)]
         let body: JSONValue = op == .delete ? [:] : ["title": .string("t\(rng.below(1000))")]
@@ -560,6 +566,31 @@ struct SimulationRun {
                 failures.append("I10: a canary reached the events stream: \(text.prefix(120))")
                 return
             }
+        }
+    }
+}
+
+/// The shapes of row key a seed uses (R2.2), one per seed: each is stored in `rows` in its own form
+/// (decision 007), and a row must be told apart from every other and found again in each of them.
+enum RowKeyShape: CaseIterable {
+    /// `{"id": 3}`: ordered, integer form.
+    case integer
+    /// `{"id": "row-3"}`: ordered, string form.
+    case string
+    /// `{"list": 1, "id": 3}`: hashed form.
+    case composite
+    /// A string longer than the ordered form keeps: hashed form.
+    case longString
+    /// `{"id": 3}` or `{"id": "3"}`, drawn per write: two rows whose keys differ only in type.
+    case mixed
+
+    func key(row: Int, _ rng: inout SplitMix) -> JSONValue {
+        switch self {
+        case .integer: return ["id": .int(Int64(row))]
+        case .string: return ["id": .string("row-\(row)")]
+        case .composite: return ["list": 1, "id": .int(Int64(row))]
+        case .longString: return ["id": .string(String(repeating: "k", count: 80) + "\(row)")]
+        case .mixed: return rng.chance(0.5) ? ["id": .int(Int64(row))] : ["id": .string("\(row)")]
         }
     }
 }

@@ -44,7 +44,7 @@ struct PowerLossTests {
     func refusesAFileThatIsNotLMDB() throws {
         let path = NSTemporaryDirectory() + "outbox-power-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: path) }
-        FileManager.default.createFile(atPath: path, contents: Data(repeating: 7, count: 8192))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 7, count: 8192)))
         #expect(throws: PowerLoss.Unexpected.self) { try PowerLoss.undoLastCommit(file: path) }
         #expect(FileManager.default.contents(atPath: path) == Data(repeating: 7, count: 8192))
     }
