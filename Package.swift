@@ -32,11 +32,13 @@ let package = Package(
         // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance.
         .target(name: "OutboxScenario", dependencies: ["Outbox"]),
         // The bodies of the libFuzzer targets in Fuzz/, so the test suite replays their crashers.
-        .target(name: "OutboxFuzzing", dependencies: ["Outbox", "OutboxScenario"]),
+        .target(name: "OutboxFuzzing", dependencies: ["Outbox", "OutboxScenario", "OutboxTool"]),
         // `outbox simulate`: the deterministic simulation with faults (TESTING.md §1).
         .target(name: "OutboxSimulation", dependencies: ["Outbox"]),
-        // The `outbox` command-line tool.
-        .executableTarget(name: "OutboxCLI", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation"]),
+        // The commands of the `outbox` tool: arguments, the read-only commands, the harnesses.
+        .target(name: "OutboxTool", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation"]),
+        // The `outbox` command-line tool: `OutboxTool`'s commands run from the command line.
+        .executableTarget(name: "OutboxCLI", dependencies: ["OutboxTool"]),
         // Benchmarks: each figure beside a raw LMDB baseline measured in the same run.
         .executableTarget(
             name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB", "COutboxSQLite"], path: "Benchmarks"),

@@ -5,7 +5,7 @@
 // Build and run them with ../scripts/fuzz.
 import PackageDescription
 
-let targets = ["record", "record-fixed", "replay", "classifier", "scenario", "json-roundtrip"]
+let targets = ["record", "record-fixed", "replay", "classifier", "scenario", "json-roundtrip", "cli"]
 
 let package = Package(
     name: "swift-outbox-fuzz",

@@ -1,11 +1,5 @@
 import Foundation
-
-/// Writes a line to standard error.
-func printError(_ text: String) {
-    var line = text
-    if !line.hasSuffix("\n") { line += "\n" }
-    FileHandle.standardError.write(Data(line.utf8))
-}
+import OutboxTool
 
 let status = await Commands.run(Array(CommandLine.arguments.dropFirst()))
 // Exits without closing the log on purpose (exit flushes standard output): an enqueue is durable when

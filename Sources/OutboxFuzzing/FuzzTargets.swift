@@ -1,5 +1,9 @@
+internal import Dispatch
+internal import Foundation
 internal import Outbox
 internal import OutboxScenario
+internal import OutboxTool
+internal import Synchronization
 
 /// The bodies of the libFuzzer targets (Fuzz/), here so the normal test suite replays their crashers
 /// with the same code. Each must return normally for any input: a crash is a bug.
@@ -7,7 +11,7 @@ public enum FuzzTargets {
     /// Every target by name.
     public static let all: [String: @Sendable ([UInt8]) -> Void] = [
         "record": record, "record-fixed": recordWithFixedChecksum, "replay": replay, "classifier": classifier,
-        "scenario": scenario, "json-roundtrip": jsonRoundTrip,
+        "scenario": scenario, "json-roundtrip": jsonRoundTrip, "cli": cli,
     ]
 
     /// The record decoder on raw bytes.
@@ -71,4 +75,60 @@ public enum FuzzTargets {
             fatalError("canonical JSON does not parse back to the same value")
         }
     }
+
+    /// The `outbox` tool's read-only commands, with their words from the bytes (NUL-separated, after a
+    /// first byte that picks the command), on a small real log made once: any command line ends with
+    /// exit 0, 1 or 2, and never traps or hangs (P5: a hostile argument).
+    public static func cli(_ bytes: [UInt8]) {
+        _ = blocking { await cliExitStatus(bytes) }
+    }
+
+    /// The commands the CLI target picks from, by its first byte.
+    public static let cliCommands = Commands.readOnlyCommands.sorted() + ["help", "--help", "-h", "no-such-command"]
+
+    /// The CLI target's command line, run silently: its exit status; nil for no bytes.
+    public static func cliExitStatus(_ bytes: [UInt8]) async -> Int32? {
+        guard let first = bytes.first else { return nil }
+        let rest = bytes.dropFirst()
+        let words = rest.isEmpty ? [] : rest.split(separator: 0, omittingEmptySubsequences: false).prefix(8).map { String(decoding: $0, as: UTF8.self) }
+        let line = [cliCommands[Int(first) % cliCommands.count], await CLILog.shared.path()] + words
+        Console.silence(true)
+        return await Commands.run(line, readsInAChild: false).rawValue
+    }
+}
+
+/// The log the CLI target reads: the first of the damaged-log suite's small logs (writes of two tables,
+/// verdicts, a refusal, a release, a withdraw, answers taken), made on first use in a temporary folder
+/// removed at exit.
+private actor CLILog {
+    static let shared = CLILog()
+    static let root = NSTemporaryDirectory() + "outbox-fuzz-cli-" + UUID().uuidString
+    private var making: Task<String, Never>?
+
+    func path() async -> String {
+        if let making { return await making.value }
+        let task = Task {
+            guard let logs = try? await Commands.makeSmallLogs(in: Self.root), let first = logs.first else {
+                fatalError("the CLI fuzz target cannot make its log in \(Self.root)")
+            }
+            atexit { try? FileManager.default.removeItem(atPath: CLILog.root) }
+            return first
+        }
+        making = task
+        return await task.value
+    }
+}
+
+/// Runs `body` to its end from a fuzz target's synchronous entry point (libFuzzer's thread, not one of
+/// the concurrency pool's).
+private func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    let result = Mutex<T?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        let value = await body()
+        result.withLock { $0 = value }
+        done.signal()
+    }
+    done.wait()
+    return result.withLock { $0! }
 }

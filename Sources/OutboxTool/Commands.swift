@@ -1,18 +1,39 @@
+internal import Foundation
 internal import Outbox
+internal import Synchronization
 
 /// What a command ends with: its exit status (0 success, 1 the thing checked is not so, 2 bad usage or
 /// an unreadable log).
-enum Exit: Int32 {
+package enum Exit: Int32 {
     case success = 0
     case notSo = 1
     case failure = 2
 }
 
+/// Where the commands write. The CLI fuzz target silences it: it runs commands thousands of times a second.
+package enum Console {
+    private static let silent = Atomic<Bool>(false)
+
+    package static func silence(_ isSilent: Bool) { silent.store(isSilent, ordering: .relaxed) }
+
+    static var isSilent: Bool { silent.load(ordering: .relaxed) }
+}
+
 /// Prints to standard output.
-func say(_ text: String) { print(text) }
+func say(_ text: String) {
+    if !Console.isSilent { print(text) }
+}
+
+/// Writes a line to standard error.
+func printError(_ text: String) {
+    guard !Console.isSilent else { return }
+    var line = text
+    if !line.hasSuffix("\n") { line += "\n" }
+    FileHandle.standardError.write(Data(line.utf8))
+}
 
 /// The `outbox` commands. Every command but `enqueue` opens the log read-only (R8.6).
-enum Commands {
+package enum Commands {
     static let usage = """
         usage: outbox <command> [options]
 
@@ -37,6 +58,9 @@ enum Commands {
         <log> is the log's folder, or its data.mdb file. 'outbox <command> --help' says more.
         Exit status: 0 success, 1 the thing checked is not so, 2 bad usage or an unreadable log.
         """
+
+    /// The commands that only read a log, and open it read-only (R8.6).
+    package static let readOnlyCommands: Set<String> = ["queue", "history", "log", "verify", "replay"]
 
     static let help: [String: String] = [
         "enqueue": """
@@ -140,7 +164,9 @@ enum Commands {
             """,
     ]
 
-    static func run(_ words: [String]) async -> Exit {
+    /// Runs one command line. The read-only commands read the log in a child process, unless this is
+    /// that child or `readsInAChild` is false (the CLI fuzz target, which reads a log it made).
+    package static func run(_ words: [String], readsInAChild: Bool = true) async -> Exit {
         guard let command = words.first else {
             printError(usage)
             return .failure
@@ -158,7 +184,7 @@ enum Commands {
             say(text)
             return .success
         }
-        if ["queue", "history", "log", "verify", "replay"].contains(command), !Untrusted.isChild {
+        if readOnlyCommands.contains(command), readsInAChild, !Untrusted.isChild {
             return Untrusted.runInChild(command, words)
         }
         do {

@@ -128,7 +128,7 @@ extension Commands {
 
     /// Three small logs with every kind of event: writes, a pass with refusals and a lost response, a
     /// release, a withdraw, a discard, answers taken, two users.
-    static func makeSmallLogs(in root: String) async throws -> [String] {
+    package static func makeSmallLogs(in root: String) async throws -> [String] {
         var logs: [String] = []
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         for variant in 0..<3 {
