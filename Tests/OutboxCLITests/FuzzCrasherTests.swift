@@ -3,8 +3,8 @@ import OutboxFuzzing
 import Testing
 
 /// Every input a fuzzer once crashed on (Fuzz/crashers/<target>/) runs through the same target body,
-/// and now returns normally. One at a time: the CLI target's cases read one log, and LMDB must not have
-/// one environment open twice in a process at once (closing one drops the other's locks and readers).
+/// and now returns normally. One at a time: the CLI target's cases read one log, and a log open in a
+/// process cannot be opened again in it until it is closed (LMDB's rule: the open fails with `alreadyOpen`).
 @Suite("Fuzz crashers", .serialized)
 struct FuzzCrasherTests {
     static let folder = URL(filePath: #filePath).deletingLastPathComponent().appending(path: "../../Fuzz/crashers").standardized
