@@ -94,7 +94,15 @@ extension Commands {
         var killed = 0
         var acknowledged = 0
         var appliedTotal = 0
-        let points = args.option("points").map { $0.split(separator: ",").compactMap { CrashPoint(rawValue: String($0)) } } ?? CrashPoint.allCases
+        var points = CrashPoint.allCases
+        if let list = args.option("points") {
+            points = try list.split(separator: ",", omittingEmptySubsequences: false).map { label throws(UsageError) in
+                guard let point = CrashPoint(rawValue: String(label)) else {
+                    throw UsageError(message: "--points: no crash point '\(label)'; the points are \(CrashPoint.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                return point
+            }
+        }
         for point in points {
             for n in 1...3 {
                 let harness = CrashRun(folder: root + "/\(point.rawValue)-\(n)", seed: seed)

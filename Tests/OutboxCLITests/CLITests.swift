@@ -171,6 +171,8 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
                 ["enqueue", log, "--user", "a", "--user", "b", "--table", "t", "--op", "insert", "--key", "{\"id\":1}"],
                 ["history", log], ["history", log, "one"], ["log", log, "--from", "x"], ["log", log, "--from", "5", "--to", "2"],
                 ["verify"], ["verify", log, "--json"], ["replay", log, "--until", "0"], ["replay", log, "--until", "99"],
+                ["crash", "--points", "no-such-point"], ["crash", "--points", ""], ["crash", "--kills", "-1"], ["simulate", "--seeds", "x"],
+                ["simulate", "--seed", "1", "--steps", "0"], ["damage", "--samples", "many"], ["demo", "extra"],
             ]
             let before = try outbox("log", log).stdout
             for arguments in cases {
