@@ -29,7 +29,7 @@ func openClient(_ path: String, user: String? = "alice", configuration: OutboxCo
 extension OutboxClient {
     /// Records a verdict as the replayer would (tests of the local queue calls).
     func record(_ id: WriteID, _ state: WriteState, refusals: Int = 0) async throws {
-        try await log.append { appender in
+        _ = try await log.append { appender in
             try appender.append(.verdictRecorded(VerdictRecorded(writeId: id, passId: 1, state: state, refusals: refusals)))
         }
     }

@@ -18,6 +18,8 @@ package final class EventLog: Sendable {
     private let tables: [Database]
     package let committer = GroupCommitter()
     private let commitObserver = Mutex<(@Sendable ([RecordedEvent]) -> Void)?>(nil)
+    /// The last write transaction's store tables, for the next one (`TransactionStore.Memory`).
+    private let storeMemory = Mutex<TransactionStore.Memory?>(nil)
 
     package static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
 
@@ -93,11 +95,14 @@ package final class EventLog: Sendable {
         let access = txn.unsafeAccess
         let last = try access.withCursor(logDatabase) { cursor in try cursor.last().map { Key.readBigEndian($0.key) } } ?? 0
         let logDatabase = self.logDatabase
-        let store = TransactionStore(access: access, tables: tables)
+        let store = TransactionStore(access: access, tables: tables, memory: storeMemory.withLock { $0.take() } ?? .init())
         var appender = Appender(
             time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
             putRecord: { sequence, record in try access.put(logDatabase, key: Key.id(sequence), value: record, options: .append) })
-        return try body(&appender)
+        let result = try body(&appender)
+        let memory = store.releaseMemory()
+        storeMemory.withLock { $0 = memory }
+        return result
     }
 
     /// A reader over a write transaction: the projections through its store, the log directly.

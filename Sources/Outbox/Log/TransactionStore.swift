@@ -21,11 +21,32 @@ final class TransactionStore: ProjectionStore {
     /// More than this many held entries are written out and forgotten (a rebuild of a large log).
     private static let limit = 4096
 
-    init(access: WriteAccess, tables: [Database]) {
+    /// The held entries' tables, empty, kept from one transaction to the next (`EventLog` keeps the
+    /// last one's), so a transaction starts with the room the one before it made instead of growing
+    /// each table again: a pass's commit of 100 verdicts grew them about 40 times. What is kept is
+    /// bounded by `limit`: no table holds more than that many entries before they are written out.
+    struct Memory: Sendable {
+        fileprivate var held: [[HeldKey: Held]] = Array(repeating: [:], count: ProjectionTable.allCases.count)
+        init() {}
+    }
+
+    init(access: WriteAccess, tables: [Database], memory: Memory = Memory()) {
         self.access = access
         self.tables = tables
-        held = Array(repeating: [:], count: ProjectionTable.allCases.count)
+        held = memory.held
         changed = Array(repeating: 0, count: ProjectionTable.allCases.count)
+    }
+
+    /// The store's tables, emptied, for the next transaction's store; the store holds nothing after.
+    /// Called after `flush`, which has emptied them: emptying them again keeps a store released
+    /// without one from handing its entries to a transaction that never read them.
+    func releaseMemory() -> Memory {
+        var memory = Memory()
+        swap(&memory.held, &held)
+        for index in memory.held.indices { memory.held[index].removeAll(keepingCapacity: true) }
+        heldCount = 0
+        changed = Array(repeating: 0, count: changed.count)
+        return memory
     }
 
     func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? {
