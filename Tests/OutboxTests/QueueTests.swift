@@ -226,6 +226,35 @@ final class RowTransport: OutboxTransport {
         }
     }
 
+    // R7.3, R7.2: while the latch holds, a sync sends nothing, reports stoppedBy identityChanged and
+    // tells the events stream (passStopped); the pending write counts as blocked. A matching token
+    // lets the next sync send it with that token.
+    @Test func aLatchedSessionSendsNothingAndSaysWhy() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, user: nil, transport: instance)
+            let events = client.events
+            try await client.settleSession(user: "alice", accessToken: token(subject: "bob"))
+            let id = try await client.enqueue(todo(1))
+            let stopped = try await client.sync()
+            #expect(stopped.stoppedBy == PassFailure(kind: .identityChanged))
+            #expect(stopped.verdicts.isEmpty)
+            #expect(instance.received.isEmpty)
+            #expect(client.syncStatus.value.blockedCount == 1)
+            #expect(client.syncStatus.value.pendingCount == 0)
+            #expect(client.syncStatus.value.lastSyncError == PassFailure(kind: .identityChanged))
+            try await client.settleSession(user: "alice", accessToken: token(subject: "alice"))
+            let sent = try await client.sync()
+            #expect(sent.stoppedBy == nil)
+            #expect(sent.verdicts.map(\.id) == [id])
+            #expect(instance.received.map(\.accessToken) == [token(subject: "alice")])
+            client.close()
+            var seen: [OutboxEvent] = []
+            for await event in events { seen.append(event) }
+            #expect(seen.filter { $0 == .passStopped(PassFailure(kind: .identityChanged)) }.count == 1)
+        }
+    }
+
     @Test func theSessionSurvivesReopen() async throws {
         try await withTemporaryLog { path in
             do {
@@ -235,6 +264,20 @@ final class RowTransport: OutboxTransport {
             let reopened = try OutboxClient.open(path: path, configuration: testConfiguration())
             #expect(reopened.currentUser == "carol")
             #expect(try await reopened.queue.all().count == 1)
+        }
+    }
+
+    // A client let go closes its log even while something else (here the test, in the library one of
+    // the writer's own tasks finishing) still holds the log: the path opens again at once.
+    @Test func aClientLetGoClosesItsLog() async throws {
+        try await withTemporaryLog { path in
+            var client: OutboxClient? = try await openClient(path)
+            let log = client?.log
+            _ = try await client?.enqueue(todo(1))
+            client = nil
+            let reopened = try OutboxClient.open(path: path, configuration: testConfiguration())
+            #expect(try await reopened.queue.all().count == 1)
+            #expect(log != nil)
         }
     }
 

@@ -48,7 +48,7 @@ import Testing
             #expect(try client.eventCount() == before)
             #expect(client.currentUser == "alice")
         }
-        try await withTemporaryLog { path in
+        await withTemporaryLog { path in
             var configuration = testConfiguration()
             configuration.maxRefusals = 0
             #expect(throws: OutboxError.self) { try OutboxClient.open(path: path, configuration: configuration) }

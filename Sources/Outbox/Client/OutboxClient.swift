@@ -11,7 +11,8 @@ internal import OutboxLMDB
 /// let writes = try await outbox.queue.all()
 /// ```
 ///
-/// One client per log per process (a second open throws `.alreadyOpen`). All calls are safe from any task.
+/// One client per log per process (a second open throws `.alreadyOpen`; `close()` it, or let it go, to open
+/// the log again). All calls are safe from any task.
 public final class OutboxClient: Sendable {
     package let log: EventLog
     public let configuration: OutboxConfiguration
@@ -37,6 +38,10 @@ public final class OutboxClient: Sendable {
         self.configuration = configuration
         session.withLock { $0.user = user }
     }
+
+    /// A client let go is closed then, not when the last of its log's own tasks lets go of the log:
+    /// the path may be opened again as soon as the app holds no client.
+    deinit { close() }
 
     /// Opens the log at `url` (a folder), creating it if needed (R8.8). The session starts as the log
     /// last recorded it, without a token until `settleSession` gives one.

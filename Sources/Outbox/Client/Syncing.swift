@@ -128,7 +128,11 @@ extension OutboxClient {
                 guard let self else { throw OutboxError(.closed, "the outbox client is gone") }
                 try self.checkOpen()
             })
-        return try await pass.run()
+        let report = try await pass.run()
+        // A latched session's pass sends nothing and so leaves no passEnded in the log to tell the
+        // events stream; it is told here (R7.2, R7.3).
+        if let stopped = report.stoppedBy, stopped.kind == .identityChanged { eventStream.send(.passStopped(stopped)) }
+        return report
     }
 
     /// Backoff, Retry-After and the offline period after a pass (R5.3, R5.4).
