@@ -15,7 +15,9 @@ final class SQLiteOutbox: @unchecked Sendable {
         precondition(sqlite3_open(path, &db) == SQLITE_OK, "sqlite open")
         exec("PRAGMA journal_mode=WAL")
         exec("PRAGMA synchronous=FULL")
-        exec("CREATE TABLE outbox (id INTEGER PRIMARY KEY, user TEXT NOT NULL, tbl TEXT NOT NULL, op TEXT NOT NULL, key TEXT NOT NULL, body TEXT NOT NULL, state INTEGER NOT NULL DEFAULT 0)")
+        exec(
+            "CREATE TABLE outbox (id INTEGER PRIMARY KEY, user TEXT NOT NULL, tbl TEXT NOT NULL, op TEXT NOT NULL, key TEXT NOT NULL, body TEXT NOT NULL, state INTEGER NOT NULL DEFAULT 0)"
+        )
         exec("CREATE INDEX outbox_user_state ON outbox (user, state, id)")
         sqlite3_prepare_v2(db, "INSERT INTO outbox (user, tbl, op, key, body) VALUES (?, ?, ?, ?, ?)", -1, &insert, nil)
     }
@@ -53,7 +55,8 @@ final class SQLiteOutbox: @unchecked Sendable {
     func drain(batch: Int, user: String = "alice") -> Int {
         var select: OpaquePointer?
         var update: OpaquePointer?
-        sqlite3_prepare_v2(db, "SELECT id, tbl, op, key, body FROM outbox WHERE user = ? AND state = 0 ORDER BY id LIMIT ?", -1, &select, nil)
+        sqlite3_prepare_v2(
+            db, "SELECT id, tbl, op, key, body FROM outbox WHERE user = ? AND state = 0 ORDER BY id LIMIT ?", -1, &select, nil)
         sqlite3_prepare_v2(db, "UPDATE outbox SET state = ? WHERE id = ?", -1, &update, nil)
         defer {
             sqlite3_finalize(select)

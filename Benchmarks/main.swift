@@ -46,7 +46,9 @@ func seconds(_ body: () throws -> Void) rethrows -> Double {
 }
 
 /// Runs `body` once to warm up and `runs` times timed, each on fresh state from `setUp`.
-func measure<State>(_ setUp: () throws -> State, _ body: (State) throws -> Void, tearDown: (State) -> Void = { _ in }) rethrows -> (median: Double, best: Double) {
+func measure<State>(_ setUp: () throws -> State, _ body: (State) throws -> Void, tearDown: (State) -> Void = { _ in }) rethrows
+    -> (median: Double, best: Double)
+{
     var times: [Double] = []
     for run in 0...options.runs {
         let state = try setUp()
@@ -68,8 +70,11 @@ struct Row {
 }
 var rows: [Row] = []
 
-@MainActor func report(_ name: String, size: Int, _ figure: (median: Double, best: Double), baseline: String, _ base: (median: Double, best: Double)) {
-    rows.append(Row(name: name, size: size, median: figure.median, best: figure.best, baseline: baseline, baselineMedian: base.median))
+@MainActor func report(
+    _ name: String, size: Int, _ figure: (median: Double, best: Double), baseline: String, _ base: (median: Double, best: Double)
+) {
+    rows.append(
+        Row(name: name, size: size, median: figure.median, best: figure.best, baseline: baseline, baselineMedian: base.median))
 }
 
 /// The raw baseline: one put of the same bytes per write, `perTransaction` puts a transaction, MDB_APPEND.
@@ -123,7 +128,9 @@ func writesWithUUIDKeys(_ count: Int, timeOrdered: Bool) -> [Write] {
         low = low & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
         let hex = String(high, radix: 16).leftPadded(16) + String(low, radix: 16).leftPadded(16)
         let uuid = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { range in
-            String(hex[hex.index(hex.startIndex, offsetBy: range.lowerBound)..<hex.index(hex.startIndex, offsetBy: range.upperBound)])
+            String(
+                hex[hex.index(hex.startIndex, offsetBy: range.lowerBound)..<hex.index(hex.startIndex, offsetBy: range.upperBound)]
+            )
         }.joined(separator: "-")
         return Write.insert(into: "todos", key: ["id": .string(uuid)], body: ["title": "Buy milk", "done": false])
     }
@@ -155,8 +162,12 @@ let bulkSize = options.size ?? (options.quick ? 10_000 : 1_000_000)
 /// The records the raw baseline puts: the same bytes as the engine's `writeQueued` records.
 func sampleRecords(_ count: Int) -> [[UInt8]] {
     writes(count).enumerated().map { index, write in
-    RecordCodec.encode(.writeQueued(WriteQueued(id: WriteID(UInt64(index + 1)), user: "alice", table: write.table, operation: write.operation,
-        key: write.key, body: write.body, idempotencyKey: IdempotencyKey(high: 1, low: UInt64(index)))), at: Timestamp(milliseconds: 0), sequence: UInt64(index + 1))
+        RecordCodec.encode(
+            .writeQueued(
+                WriteQueued(
+                    id: WriteID(UInt64(index + 1)), user: "alice", table: write.table, operation: write.operation,
+                    key: write.key, body: write.body, idempotencyKey: IdempotencyKey(high: 1, low: UInt64(index)))),
+            at: Timestamp(milliseconds: 0), sequence: UInt64(index + 1))
     }
 }
 
@@ -186,15 +197,18 @@ func openClient(_ path: String, batchSize: Int = 50) throws -> OutboxClient {
 if selected("enqueue-durable") {
     let size = options.quick ? 200 : 10_000
     let all = writes(size)
-    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: sampleRecords(size), perTransaction: 1) }, tearDown: removing)
-    let engine = measure({ temporaryPath() }, { path in
-        blocking {
-            let client = try openClient(path)
-            try await client.settleSession(user: "alice", accessToken: nil)
-            for write in all { try await client.enqueue(write) }
-            client.close()
-        }
-    }, tearDown: removing)
+    let raw = try measure(
+        { temporaryPath() }, { try rawAppend(path: $0, records: sampleRecords(size), perTransaction: 1) }, tearDown: removing)
+    let engine = measure(
+        { temporaryPath() },
+        { path in
+            blocking {
+                let client = try openClient(path)
+                try await client.settleSession(user: "alice", accessToken: nil)
+                for write in all { try await client.enqueue(write) }
+                client.close()
+            }
+        }, tearDown: removing)
     report("1. durable enqueue, one at a time", size: size, engine, baseline: "raw LMDB, one durable put a commit", raw)
 }
 
@@ -202,25 +216,41 @@ if selected("enqueue-durable") {
 if selected("enqueue-concurrent") {
     let size = options.quick ? 320 : 10_000
     let all = writes(size)
-    let engine = measure({ temporaryPath() }, { path in
-        blocking {
-            let client = try openClient(path)
-            try await client.settleSession(user: "alice", accessToken: nil)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for task in 0..<16 {
-                    group.addTask { for write in stride(from: task, to: all.count, by: 16).map({ all[$0] }) { try await client.enqueue(write) } }
+    let engine = measure(
+        { temporaryPath() },
+        { path in
+            blocking {
+                let client = try openClient(path)
+                try await client.settleSession(user: "alice", accessToken: nil)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for task in 0..<16 {
+                        group.addTask {
+                            for write in stride(from: task, to: all.count, by: 16).map({ all[$0] }) {
+                                try await client.enqueue(write)
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
                 }
-                try await group.waitForAll()
+                client.close()
             }
-            client.close()
-        }
-    }, tearDown: removing)
+        }, tearDown: removing)
     let rows = peerRows(all)
-    let peer = measure({ () -> (String, SQLiteOutbox) in let path = temporaryPath(); return (path, SQLiteOutbox(path: path)) }, { state in
-        DispatchQueue.concurrentPerform(iterations: 16) { task in
-            for index in stride(from: task, to: rows.count, by: 16) { state.1.enqueue([rows[index]]) }
-        }
-    }, tearDown: { removing($0.0); removing($0.0 + "-wal"); removing($0.0 + "-shm") })
+    let peer = measure(
+        { () -> (String, SQLiteOutbox) in
+            let path = temporaryPath()
+            return (path, SQLiteOutbox(path: path))
+        },
+        { state in
+            DispatchQueue.concurrentPerform(iterations: 16) { task in
+                for index in stride(from: task, to: rows.count, by: 16) { state.1.enqueue([rows[index]]) }
+            }
+        },
+        tearDown: {
+            removing($0.0)
+            removing($0.0 + "-wal")
+            removing($0.0 + "-shm")
+        })
     report("2. durable enqueue, 16 concurrent tasks", size: size, engine, baseline: "SQLite peer, same load", peer)
 }
 
@@ -228,23 +258,35 @@ if selected("enqueue-concurrent") {
 if selected("bulk-enqueue") {
     let all = writes(bulkSize)
     let records = sampleRecords(bulkSize)
-    let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing)
+    let raw = try measure(
+        { temporaryPath() }, { try rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing)
     let engine = measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing)
     let rows = peerRows(all)
-    let peer = measure({ () -> (String, SQLiteOutbox) in let path = temporaryPath(); return (path, SQLiteOutbox(path: path)) }, { state in
-        var index = 0
-        while index < rows.count {
-            state.1.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
-            index += 1000
-        }
-    }, tearDown: { removing($0.0); removing($0.0 + "-wal"); removing($0.0 + "-shm") })
+    let peer = measure(
+        { () -> (String, SQLiteOutbox) in
+            let path = temporaryPath()
+            return (path, SQLiteOutbox(path: path))
+        },
+        { state in
+            var index = 0
+            while index < rows.count {
+                state.1.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
+                index += 1000
+            }
+        },
+        tearDown: {
+            removing($0.0)
+            removing($0.0 + "-wal")
+            removing($0.0 + "-shm")
+        })
     report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "raw LMDB append", raw)
     report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "SQLite peer, 1000/txn", peer)
     // The same with UUID keys. Time-ordered ones (v7) keep their order in `rows` (decision 007); with
     // random ones (v4) each write's row slot (R2.2) lands on a random page of `rows`.
     for (name, timeOrdered) in [("3. bulk enqueue, UUIDv7 keys", true), ("3. bulk enqueue, random UUIDv4 keys", false)] {
         let keyed = writesWithUUIDKeys(bulkSize, timeOrdered: timeOrdered)
-        let engine = measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, keyed) } }, tearDown: removing)
+        let engine = measure(
+            { temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, keyed) } }, tearDown: removing)
         report(name, size: bulkSize, engine, baseline: "raw LMDB append", raw)
     }
 }
@@ -262,45 +304,54 @@ func rssAnon() -> Int {
 if selected("drain") {
     let all = writes(bulkSize)
     let peak = Mutex(0)
-    let engine = measure({ () -> String in
-        let path = temporaryPath()
-        blocking { try await bulkEnqueue(path: path, all) }
-        return path
-    }, { path in
-        blocking {
-            let client = try openClient(path, batchSize: 100)
-            try await client.settleSession(user: "alice", accessToken: nil)
-            let idle = rssAnon()
-            let sampler = Task.detached {
-                var high = 0
-                while !Task.isCancelled {
-                    high = max(high, rssAnon())
-                    try? await Task.sleep(nanoseconds: 5_000_000)
+    let engine = measure(
+        { () -> String in
+            let path = temporaryPath()
+            blocking { try await bulkEnqueue(path: path, all) }
+            return path
+        },
+        { path in
+            blocking {
+                let client = try openClient(path, batchSize: 100)
+                try await client.settleSession(user: "alice", accessToken: nil)
+                let idle = rssAnon()
+                let sampler = Task.detached {
+                    var high = 0
+                    while !Task.isCancelled {
+                        high = max(high, rssAnon())
+                        try? await Task.sleep(nanoseconds: 5_000_000)
+                    }
+                    return high
                 }
-                return high
+                let report = try await client.sync()
+                precondition(report.syncedCount == all.count, "drained \(report.syncedCount)")
+                sampler.cancel()
+                let high = await sampler.value - idle
+                peak.withLock { $0 = max($0, high) }
+                client.close()
             }
-            let report = try await client.sync()
-            precondition(report.syncedCount == all.count, "drained \(report.syncedCount)")
-            sampler.cancel()
-            let high = await sampler.value - idle
-            peak.withLock { $0 = max($0, high) }
-            client.close()
-        }
-    }, tearDown: removing)
+        }, tearDown: removing)
     let rows = peerRows(all)
-    let peer = measure({ () -> (String, SQLiteOutbox) in
-        let path = temporaryPath()
-        let peer = SQLiteOutbox(path: path)
-        var index = 0
-        while index < rows.count {
-            peer.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
-            index += 1000
-        }
-        return (path, peer)
-    }, { state in precondition(state.1.drain(batch: 100) == rows.count) },
-        tearDown: { removing($0.0); removing($0.0 + "-wal"); removing($0.0 + "-shm") })
+    let peer = measure(
+        { () -> (String, SQLiteOutbox) in
+            let path = temporaryPath()
+            let peer = SQLiteOutbox(path: path)
+            var index = 0
+            while index < rows.count {
+                peer.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
+                index += 1000
+            }
+            return (path, peer)
+        }, { state in precondition(state.1.drain(batch: 100) == rows.count) },
+        tearDown: {
+            removing($0.0)
+            removing($0.0 + "-wal")
+            removing($0.0 + "-shm")
+        })
     report("4. drain (batches of 100, lean instance)", size: bulkSize, engine, baseline: "SQLite peer drain", peer)
-    print("8. peak anonymous memory while draining \(bulkSize): \(peak.withLock { $0 } / 1024) KiB above idle (RssAnon, sampled every 5 ms)")
+    print(
+        "8. peak anonymous memory while draining \(bulkSize): \(peak.withLock { $0 } / 1024) KiB above idle (RssAnon, sampled every 5 ms)"
+    )
 }
 
 if selected("rebuild") || selected("history") || selected("open") {
@@ -318,13 +369,22 @@ if selected("rebuild") || selected("history") || selected("open") {
             try ProjectionTable.allCases.reduce(0) { $0 + (try txn.count(log.environment.database($1.rawValue))) }
         }
         let entry = [UInt8](repeating: 0, count: 24)
-        let raw = try measure({ temporaryPath() }, { try rawAppend(path: $0, records: Array(repeating: entry, count: projectionEntries), perTransaction: projectionEntries) },
-                              tearDown: removing)
+        let raw = try measure(
+            { temporaryPath() },
+            {
+                try rawAppend(
+                    path: $0, records: Array(repeating: entry, count: projectionEntries), perTransaction: projectionEntries)
+            },
+            tearDown: removing)
         let rebuild = try measure({ () }, { try log.rebuild() })
-        report("5. rebuild (\(projectionEntries) projection entries)", size: bulkSize + 2, rebuild, baseline: "raw bulk append of as many entries", raw)
+        report(
+            "5. rebuild (\(projectionEntries) projection entries)", size: bulkSize + 2, rebuild,
+            baseline: "raw bulk append of as many entries", raw)
         let payload = writes(1)[0]
         let keyBody = JSONText.render(payload.key).utf8.count + JSONText.render(payload.body).utf8.count
-        print("8. log bytes per queued write: \(bytes / bulkSize) (data.mdb \(bytes) bytes for \(bulkSize) writes; key + body \(keyBody) bytes)")
+        print(
+            "8. log bytes per queued write: \(bytes / bulkSize) (data.mdb \(bytes) bytes for \(bulkSize) writes; key + body \(keyBody) bytes)"
+        )
         let inUse = used.filter { $0.1 > 0 }.map { "\($0.0) \($0.1 / bulkSize)" }.joined(separator: ", ")
         print("   pages in use per write: \(used.reduce(0) { $0 + $1.1 } / bulkSize) B (\(inUse))")
         log.close()
@@ -353,20 +413,28 @@ if selected("rebuild") || selected("history") || selected("open") {
     }
     // 7. Open a log holding the pending writes: time to the first status.
     if selected("open") {
-        let open = try measure({ () }, { _ in
-            let client = try openClient(path)
-            precondition(client.syncStatus.value.pendingCount == 0 || client.syncStatus.value.pendingCount == bulkSize)
-            client.close()
-        })
-        print("7. open a log of \(bulkSize) pending writes to the first status: median \(format(open.median)), best \(format(open.best))")
+        let open = try measure(
+            { () },
+            { _ in
+                let client = try openClient(path)
+                precondition(client.syncStatus.value.pendingCount == 0 || client.syncStatus.value.pendingCount == bulkSize)
+                client.close()
+            })
+        print(
+            "7. open a log of \(bulkSize) pending writes to the first status: median \(format(open.median)), best \(format(open.best))"
+        )
     }
     removing(path)
 }
 
-func format(_ seconds: Double) -> String { seconds >= 1 ? String(format: "%.2f s", seconds) : String(format: "%.1f ms", seconds * 1000) }
+func format(_ seconds: Double) -> String {
+    seconds >= 1 ? String(format: "%.2f s", seconds) : String(format: "%.1f ms", seconds * 1000)
+}
 print("| case | size | median | best | writes/s (median) | baseline (median) | ratio to baseline (median) |")
 print("|---|---|---|---|---|---|---|")
 for row in rows {
-    print("| \(row.name) | \(row.size) | \(format(row.median)) | \(format(row.best)) | \(Int(Double(row.size) / row.median)) | \(row.baseline): \(format(row.baselineMedian)) | \(String(format: "%.2f", row.median / row.baselineMedian))× |")
+    print(
+        "| \(row.name) | \(row.size) | \(format(row.median)) | \(format(row.best)) | \(Int(Double(row.size) / row.median)) | \(row.baseline): \(format(row.baselineMedian)) | \(String(format: "%.2f", row.median / row.baselineMedian))× |"
+    )
 }
 print("bench: \(rows.count) figures measured\(options.quick ? " (--quick smoke: sizes too small to judge by)" : "")")

@@ -40,7 +40,9 @@ public enum FuzzTargets {
             index += 1
             let end = min(bytes.count, index + length)
             let sequence = UInt64(events.count + 1)
-            if let event = try? RecordCodec.decode(RecordCodec.fixingChecksum(Array(bytes[index..<end]), sequence: sequence), sequence: sequence) {
+            if let event = try? RecordCodec.decode(
+                RecordCodec.fixingChecksum(Array(bytes[index..<end]), sequence: sequence), sequence: sequence)
+            {
                 events.append(event)
             }
             index = end
@@ -56,9 +58,11 @@ public enum FuzzTargets {
         let parts = text.split(separator: "|", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
         let code = parts.first.flatMap { $0.isEmpty ? nil : $0 }
         let retryAfter = parts.count > 1 ? parts[1] : nil
-        let answer = RequestAnswer.failed(RequestFailure(kind: .http, status: status, code: code, retryAfter: retryAfter, text: parts.last))
+        let answer = RequestAnswer.failed(
+            RequestFailure(kind: .http, status: status, code: code, retryAfter: retryAfter, text: parts.last))
         let outcome = AnswerClassifier.outcome(
-            of: answer, writes: 1 + Int(bytes[2] % 4), refusals: Int(bytes[3] % 6), at: Timestamp(milliseconds: 1_767_225_600_000))
+            of: answer, writes: 1 + Int(bytes[2] % 4), refusals: Int(bytes[3] % 6), at: Timestamp(milliseconds: 1_767_225_600_000)
+        )
         if outcome == "no decision" { fatalError("the classifier is not total") }
     }
 
@@ -90,7 +94,10 @@ public enum FuzzTargets {
     public static func cliExitStatus(_ bytes: [UInt8]) async -> Int32? {
         guard let first = bytes.first else { return nil }
         let rest = bytes.dropFirst()
-        let words = rest.isEmpty ? [] : rest.split(separator: 0, omittingEmptySubsequences: false).prefix(8).map { String(decoding: $0, as: UTF8.self) }
+        let words =
+            rest.isEmpty
+            ? []
+            : rest.split(separator: 0, omittingEmptySubsequences: false).prefix(8).map { String(decoding: $0, as: UTF8.self) }
         let line = [cliCommands[Int(first) % cliCommands.count], await CLILog.shared.path()] + words
         Console.silence(true)
         return await Commands.run(line, readsInAChild: false).rawValue

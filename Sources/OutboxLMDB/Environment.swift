@@ -1,7 +1,8 @@
 internal import COutboxLMDB
 internal import Synchronization
+
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// An open LMDB environment: one file (and its lock file), owned by this object and closed with it.
@@ -206,7 +207,9 @@ public final class Environment: @unchecked Sendable {
                         if sync == .withoutMetaSync || lastCommitSkippedMeta.load(ordering: .relaxed) {
                             var info = MDB_envinfo()
                             mdb_env_info(handle, &info)
-                            if info.me_last_txnid == id { lastCommitSkippedMeta.store(sync == .withoutMetaSync, ordering: .relaxed) }
+                            if info.me_last_txnid == id {
+                                lastCommitSkippedMeta.store(sync == .withoutMetaSync, ordering: .relaxed)
+                            }
                         }
                         return result
                     }

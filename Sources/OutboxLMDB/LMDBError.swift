@@ -1,6 +1,7 @@
 internal import COutboxLMDB
+
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// An error of the LMDB layer: what failed, on which file, and what to do.
@@ -87,7 +88,8 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
         case .closed:
             return "\(path): the environment is closed"
         case .emptyFile:
-            return "\(path): not an outbox log: the data file is empty (a creation that did not complete; an app's open creates the log)"
+            return
+                "\(path): not an outbox log: the data file is empty (a creation that did not complete; an app's open creates the log)"
         }
     }
 }

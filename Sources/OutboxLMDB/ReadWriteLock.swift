@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// A reader-writer lock: LMDB's map may be resized only while no transaction of this process is open,

@@ -99,7 +99,8 @@ public struct WriteTransaction: ~Copyable, WritableTransaction {
     }
 
     consuming func commit() throws(LMDBError) {
-        let handle = self.handle, path = self.path
+        let handle = self.handle
+        let path = self.path
         discard self
         try check(mdb_txn_commit(handle), "mdb_txn_commit", path: path)
     }

@@ -59,7 +59,8 @@ private struct Run {
     private static func open(
         _ folder: String, _ scenario: Scenario, _ clock: ManualClock, _ random: SeededRandomSource, _ instance: SimulatedInstance
     ) throws -> OutboxClient {
-        var configuration = OutboxConfiguration(autoSync: scenario.autoSync, maxRefusals: scenario.maxRefusals, batchSize: scenario.batchSize)
+        var configuration = OutboxConfiguration(
+            autoSync: scenario.autoSync, maxRefusals: scenario.maxRefusals, batchSize: scenario.batchSize)
         configuration.clock = clock
         configuration.random = random
         configuration.crashPlan = nil
@@ -117,7 +118,10 @@ private struct Run {
             signIns += 1
             let token = AccessToken.unsigned(subject: subject, serial: signIns)
             session = (user, token)
-            await result { try await client.settleSession(user: user, accessToken: token); return .bool(true) }
+            await result {
+                try await client.settleSession(user: user, accessToken: token)
+                return .bool(true)
+            }
             output["result"] = output["result"] == .bool(true) ? nil : output["result"]
         case .signOut:
             session = nil
@@ -192,7 +196,10 @@ private struct Run {
         case .crash:
             try await reopen()
         case .clearLocalData(let user):
-            await result { try await client.clearLocalData(user: user); return .bool(true) }
+            await result {
+                try await client.clearLocalData(user: user)
+                return .bool(true)
+            }
         }
     }
 
@@ -222,7 +229,9 @@ private struct Run {
     private func ref(of id: WriteID) -> String { names[id] ?? "#\(id.rawValue)" }
 
     private func lookUp(_ ref: String, step: Int) throws -> WriteID {
-        guard let id = refs[ref] else { throw ScenarioError(step: step, field: "ref", problem: "no earlier step enqueued a write \"\(ref)\"") }
+        guard let id = refs[ref] else {
+            throw ScenarioError(step: step, field: "ref", problem: "no earlier step enqueued a write \"\(ref)\"")
+        }
         return id
     }
 
@@ -238,7 +247,8 @@ private struct Run {
         .object([
             "syncedCount": .int(Int64(report.syncedCount)), "alreadyOnServerCount": .int(Int64(report.alreadyOnServerCount)),
             "rejectedCount": .int(Int64(report.rejectedCount)), "blockedCount": .int(Int64(report.blockedCount)),
-            "heldCount": .int(Int64(report.heldCount)), "heldBehindOtherTablesCount": .int(Int64(report.heldBehindOtherTablesCount)),
+            "heldCount": .int(Int64(report.heldCount)),
+            "heldBehindOtherTablesCount": .int(Int64(report.heldBehindOtherTablesCount)),
             "remainingCount": .int(Int64(report.remainingCount)),
             "rejected": .array(report.rejected.map { .string(ref(of: $0.id)) }),
             "stoppedBy": report.stoppedBy.map(render) ?? .null,

@@ -91,15 +91,23 @@ extension Scenario {
         } catch {
             throw ScenarioError(step: nil, field: "(document)", problem: "not JSON: \(error)")
         }
-        guard case .object(let top) = document else { throw ScenarioError(step: nil, field: "(document)", problem: "not a JSON object") }
+        guard case .object(let top) = document else {
+            throw ScenarioError(step: nil, field: "(document)", problem: "not a JSON object")
+        }
         for key in top.keys where !["name", "config", "steps", "expectFinal"].contains(key) {
             throw ScenarioError(step: nil, field: key, problem: "not a field of a scenario")
         }
-        guard case .string(let name)? = top["name"] else { throw ScenarioError(step: nil, field: "name", problem: "a string is required") }
-        guard case .array(let steps)? = top["steps"] else { throw ScenarioError(step: nil, field: "steps", problem: "an array is required") }
+        guard case .string(let name)? = top["name"] else {
+            throw ScenarioError(step: nil, field: "name", problem: "a string is required")
+        }
+        guard case .array(let steps)? = top["steps"] else {
+            throw ScenarioError(step: nil, field: "steps", problem: "an array is required")
+        }
         var scenario = Scenario(name: name, steps: [], expectFinal: top["expectFinal"])
         if let config = top["config"] {
-            guard case .object(let fields) = config else { throw ScenarioError(step: nil, field: "config", problem: "an object is required") }
+            guard case .object(let fields) = config else {
+                throw ScenarioError(step: nil, field: "config", problem: "an object is required")
+            }
             for (key, value) in fields {
                 switch (key, value) {
                 case ("autoSync", .bool(let on)): scenario.autoSync = on
@@ -107,7 +115,10 @@ extension Scenario {
                 case ("maxRefusals", .int(let n)) where n >= 1 && n <= 1000: scenario.maxRefusals = Int(n)
                 case ("unmadeTables", .array(let tables)):
                     scenario.unmadeTables = try tables.map {
-                        guard case .string(let table) = $0 else { throw ScenarioError(step: nil, field: "config.unmadeTables", problem: "an array of table names is required") }
+                        guard case .string(let table) = $0 else {
+                            throw ScenarioError(
+                                step: nil, field: "config.unmadeTables", problem: "an array of table names is required")
+                        }
                         return table
                     }
                 default: throw ScenarioError(step: nil, field: "config.\(key)", problem: "not a known setting with a valid value")
@@ -121,12 +132,16 @@ extension Scenario {
     }
 
     private static func parseStep(_ value: JSONValue, index: Int) throws -> Step {
-        func fail(_ field: String, _ problem: String) -> ScenarioError { ScenarioError(step: index, field: field, problem: problem) }
+        func fail(_ field: String, _ problem: String) -> ScenarioError {
+            ScenarioError(step: index, field: field, problem: problem)
+        }
         guard case .object(let fields) = value else { throw fail("(step)", "a step is an object") }
         let extras: Set<String> = ["expect", "tokenSubject", "withDependents"]
         let actions = fields.keys.filter { !extras.contains($0) }.sorted()
         guard actions.count == 1, let key = actions.first else {
-            throw fail(actions.first ?? "(step)", actions.isEmpty ? "the step has no action" : "a step has exactly one action, not \(actions)")
+            throw fail(
+                actions.first ?? "(step)",
+                actions.isEmpty ? "the step has no action" : "a step has exactly one action, not \(actions)")
         }
         let argument = fields[key]!
         func ref(_ value: JSONValue) throws -> String {
@@ -146,7 +161,9 @@ extension Scenario {
         case "signOut": action = .signOut
         case "enqueue": action = .enqueue(try parseWrite(argument, field: key, step: index))
         case "enqueueGroup":
-            guard case .array(let writes) = argument, !writes.isEmpty else { throw fail(key, "a non-empty array of writes is required") }
+            guard case .array(let writes) = argument, !writes.isEmpty else {
+                throw fail(key, "a non-empty array of writes is required")
+            }
             action = .enqueueGroup(try writes.enumerated().map { try parseWrite($1, field: "\(key)[\($0)]", step: index) })
         case "respond":
             guard case .array(let answers) = argument else { throw fail(key, "an array of answers is required") }
@@ -155,7 +172,9 @@ extension Scenario {
             guard case .object(let options) = argument else { throw fail(key, "an object is required") }
             var table: String?
             for (name, value) in options {
-                guard name == "table", case .string(let t) = value else { throw fail("sync.\(name)", "only a table name (a string) is allowed") }
+                guard name == "table", case .string(let t) = value else {
+                    throw fail("sync.\(name)", "only a table name (a string) is allowed")
+                }
                 table = t
             }
             action = .sync(table: table)
@@ -171,7 +190,8 @@ extension Scenario {
             action = .network(word)
         case "release":
             if case .object(let options) = argument {
-                guard options.count == 1, case .string(let word)? = options["reason"], let reason = BlockedReason(rawValue: word) else {
+                guard options.count == 1, case .string(let word)? = options["reason"], let reason = BlockedReason(rawValue: word)
+                else {
                     throw fail("release.reason", "a blocked reason is required")
                 }
                 action = .releaseReason(reason)
@@ -200,8 +220,12 @@ extension Scenario {
     }
 
     private static func parseWrite(_ value: JSONValue, field: String, step: Int) throws -> WriteSpec {
-        func fail(_ name: String, _ problem: String) -> ScenarioError { ScenarioError(step: step, field: "\(field).\(name)", problem: problem) }
-        guard case .object(let fields) = value else { throw ScenarioError(step: step, field: field, problem: "a write is an object") }
+        func fail(_ name: String, _ problem: String) -> ScenarioError {
+            ScenarioError(step: step, field: "\(field).\(name)", problem: problem)
+        }
+        guard case .object(let fields) = value else {
+            throw ScenarioError(step: step, field: field, problem: "a write is an object")
+        }
         for name in fields.keys where !["ref", "table", "op", "key", "body", "dependsOn", "baseVersion"].contains(name) {
             throw fail(name, "not a field of a write")
         }
@@ -226,7 +250,8 @@ extension Scenario {
             guard case .int(let v) = given else { throw fail("baseVersion", "an integer is required") }
             baseVersion = v
         }
-        return WriteSpec(ref: ref, table: table, op: op, key: key, body: fields["body"] ?? [:], dependsOn: dependsOn, baseVersion: baseVersion)
+        return WriteSpec(
+            ref: ref, table: table, op: op, key: key, body: fields["body"] ?? [:], dependsOn: dependsOn, baseVersion: baseVersion)
     }
 
     private static func parseAnswer(_ value: JSONValue, field: String, step: Int) throws -> SimulatedInstance.Scripted {
@@ -260,13 +285,17 @@ extension Scenario {
                 return .verdict(
                     .refused(
                         Refusal(
-                            status: try status() ?? 400, code: try string("code"), reason: try string("reason"), message: try string("message"),
+                            status: try status() ?? 400, code: try string("code"), reason: try string("reason"),
+                            message: try string("message"),
                             fields: try names("fields"))))
             case "failed": return .verdict(.failed(status: try status() ?? 503, text: try string("message")))
             case "blocked":
                 guard let word = try string("reason"), let reason = BlockedReason(rawValue: word),
                     reason != .failingAlone, reason != .identityChanged
-                else { throw fail("reason must be keySpent, ancestorUnavailable, conflictUnresolved, instanceChanged or credentialRefused") }
+                else {
+                    throw fail(
+                        "reason must be keySpent, ancestorUnavailable, conflictUnresolved, instanceChanged or credentialRefused")
+                }
                 return .verdict(.blocked(reason, refusal: nil))
             default: throw fail("unknown verdict \"\(word)\"")
             }

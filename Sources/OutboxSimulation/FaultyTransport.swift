@@ -28,7 +28,8 @@ struct FaultRates: Sendable, CustomStringConvertible {
 
     var description: String {
         func p(_ x: Double) -> String { String(Int((x * 100).rounded())) + "%" }
-        return "dropped \(p(dropped)), lost \(p(lost)), duplicated \(p(duplicated)), delayed \(p(delayed)), 5xx \(p(serverError)), "
+        return
+            "dropped \(p(dropped)), lost \(p(lost)), duplicated \(p(duplicated)), delayed \(p(delayed)), 5xx \(p(serverError)), "
             + "Retry-After \(p(retryAfter)), 401 \(p(unauthorized)), 42501 \(p(permission)), refusals \(p(refusal)), "
             + "schema cache \(p(schemaCache)), failed alone \(p(failedAlone)), malformed \(p(malformed)), crash \(p(crash))"
     }
@@ -120,7 +121,9 @@ final class FaultyTransport: OutboxTransport {
         state.withLock { state in
             state.trace.add("answer \(answer)")
             state.retryAfterBeforeLastAnswer = state.retryAfterUntil
-            if case .failed(let failure) = answer, let text = failure.retryAfter, let seconds = RetryAfterProbe.seconds(text, now: now), seconds > 0 {
+            if case .failed(let failure) = answer, let text = failure.retryAfter,
+                let seconds = RetryAfterProbe.seconds(text, now: now), seconds > 0
+            {
                 let until = now.adding(seconds: seconds)
                 state.retryAfterUntil = max(state.retryAfterUntil ?? until, until)
             }
@@ -171,11 +174,17 @@ extension FaultyTransport.State {
         if !delayedCopies.isEmpty, rng.chance(0.5) { plan.deliverFirst = [delayedCopies.removeFirst()] }
         guard faultsOn else { return plan }
         if let token, !validTokens.contains(token) {
-            return FaultyTransport.Plan(kind: .answer(.failed(RequestFailure(kind: .http, status: 401, code: "PGRST301", text: "JWT expired SERVER-CANARY"))), deliverFirst: plan.deliverFirst)
+            return FaultyTransport.Plan(
+                kind: .answer(
+                    .failed(RequestFailure(kind: .http, status: 401, code: "PGRST301", text: "JWT expired SERVER-CANARY"))),
+                deliverFirst: plan.deliverFirst)
         }
         func fail(_ status: Int, code: String? = nil, retryAfter: String? = nil) -> FaultyTransport.Plan {
             FaultyTransport.Plan(
-                kind: .answer(.failed(RequestFailure(kind: .http, status: status, code: code, retryAfter: retryAfter, text: "SERVER-CANARY \(status)"))),
+                kind: .answer(
+                    .failed(
+                        RequestFailure(
+                            kind: .http, status: status, code: code, retryAfter: retryAfter, text: "SERVER-CANARY \(status)"))),
                 deliverFirst: plan.deliverFirst)
         }
         if rng.chance(rates.dropped) {
@@ -184,22 +193,29 @@ extension FaultyTransport.State {
         }
         if rng.chance(rates.serverError) { return fail([500, 502, 503, 504][rng.below(4)]) }
         if rng.chance(rates.retryAfter) {
-            let forms = ["\(1 + rng.below(90))", "Thu, 01 Jan 2026 00:10:00 GMT", "Wed, 31 Dec 2025 00:00:00 GMT", "soon-ish", "99999999999"]
+            let forms = [
+                "\(1 + rng.below(90))", "Thu, 01 Jan 2026 00:10:00 GMT", "Wed, 31 Dec 2025 00:00:00 GMT", "soon-ish",
+                "99999999999",
+            ]
             return fail(rng.chance(0.5) ? 429 : 503, retryAfter: forms[rng.below(forms.count)])
         }
         if rng.chance(rates.unauthorized) { return fail(401) }
         if rng.chance(rates.permission) { return fail(403, code: "42501") }
         if rng.chance(rates.schemaCache) { return rng.chance(0.5) ? fail(400, code: "PGRST204") : fail(404, code: "PGRST205") }
         if rng.chance(rates.malformed) {
-            return FaultyTransport.Plan(kind: .answer(.contractBroken("the body answers another write")), deliverFirst: plan.deliverFirst)
+            return FaultyTransport.Plan(
+                kind: .answer(.contractBroken("the body answers another write")), deliverFirst: plan.deliverFirst)
         }
         if rng.chance(rates.refusal) && batch.writes.count > 1 && !batch.isAtomic { return fail(400, code: "23502") }
         var script: [SimulatedInstance.Scripted] = []
         for _ in batch.writes {
             if rng.chance(rates.refusal) {
-                let refusals: [(Int, String?)] = [(400, "23502"), (400, "P0001"), (409, "23503"), (409, "23505"), (413, nil), (422, "23514")]
+                let refusals: [(Int, String?)] = [
+                    (400, "23502"), (400, "P0001"), (409, "23503"), (409, "23505"), (413, nil), (422, "23514"),
+                ]
                 let (status, code) = refusals[rng.below(refusals.count)]
-                script.append(.verdict(.refused(Refusal(status: status, code: code, reason: "refused", message: "SERVER-CANARY refusal"))))
+                script.append(
+                    .verdict(.refused(Refusal(status: status, code: code, reason: "refused", message: "SERVER-CANARY refusal"))))
             } else if rng.chance(rates.failedAlone) {
                 script.append(.verdict(.failed(status: rng.chance(0.3) ? 429 : 503, text: "SERVER-CANARY failed")))
             } else if rng.chance(0.03) {
@@ -207,7 +223,9 @@ extension FaultyTransport.State {
             } else if rng.chance(0.02) {
                 script.append(.verdict(.conflicted(siblingId: "", fields: ["title"])))
             } else if rng.chance(0.01) {
-                let reasons: [BlockedReason] = [.keySpent, .ancestorUnavailable, .conflictUnresolved, .instanceChanged, .credentialRefused]
+                let reasons: [BlockedReason] = [
+                    .keySpent, .ancestorUnavailable, .conflictUnresolved, .instanceChanged, .credentialRefused,
+                ]
                 script.append(.verdict(.blocked(reasons[rng.below(reasons.count)], refusal: nil)))
             } else {
                 script.append(.verdict(.accepted))

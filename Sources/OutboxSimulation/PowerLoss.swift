@@ -27,11 +27,15 @@ enum PowerLoss {
         guard let handle = FileHandle(forUpdatingAtPath: path) else { throw Unexpected(description: "cannot open \(path)") }
         defer { try? handle.close() }
         let first = try page(handle, at: 0, length: 4096)
-        guard read32(first, metaOffset) == magic else { throw Unexpected(description: "\(path): page 0 is not an LMDB meta page") }
+        guard read32(first, metaOffset) == magic else {
+            throw Unexpected(description: "\(path): page 0 is not an LMDB meta page")
+        }
         let pageSize = Int(read32(first, metaOffset + 24))
         guard pageSize >= 512, pageSize <= 65536 else { throw Unexpected(description: "\(path): page size \(pageSize)") }
         let second = try page(handle, at: UInt64(pageSize), length: metaOffset + metaLength)
-        guard read32(second, metaOffset) == magic else { throw Unexpected(description: "\(path): page 1 is not an LMDB meta page") }
+        guard read32(second, metaOffset) == magic else {
+            throw Unexpected(description: "\(path): page 1 is not an LMDB meta page")
+        }
         let ids = (read64(first, metaOffset + 128), read64(second, metaOffset + 128))
         guard ids.0 != ids.1 else { throw Unexpected(description: "\(path): both meta pages name commit \(ids.0)") }
         let (newer, older) = ids.0 > ids.1 ? (UInt64(0), second) : (UInt64(pageSize), first)

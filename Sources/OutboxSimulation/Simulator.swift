@@ -167,14 +167,21 @@ struct SimulationRun {
 
     mutating func start() async throws {
         try open()
-        trace.add("config autoSync=\(configuration.autoSync) batch=\(configuration.batchSize) max=\(configuration.maxRefusals) users=\(users.count) keys=\(keyShape)")
+        trace.add(
+            "config autoSync=\(configuration.autoSync) batch=\(configuration.batchSize) max=\(configuration.maxRefusals) users=\(users.count) keys=\(keyShape)"
+        )
     }
 
     private mutating func open() throws {
         let client = try OutboxClient.open(path: folder, transport: transport, configuration: configuration)
         self.client = client
         let events = client.events
-        eventTexts.append(Task { var texts: [String] = []; for await event in events { texts.append("\(event)") }; return texts })
+        eventTexts.append(
+            Task {
+                var texts: [String] = []
+                for await event in events { texts.append("\(event)") }
+                return texts
+            })
     }
 
     func close() {
@@ -255,7 +262,8 @@ struct SimulationRun {
         }
         let sameRow = sameRowEver.filter { !settledInMyView($0) }
         writes[id] = SimWrite(
-            id: id, user: user, table: write.table, key: write.key, body: write.body, dependencies: Array(Set(explicit + sameRow)).sorted(),
+            id: id, user: user, table: write.table, key: write.key, body: write.body,
+            dependencies: Array(Set(explicit + sameRow)).sorted(),
             isFree: explicit.isEmpty && sameRowEver.isEmpty && !grouped, enqueuedAtRequest: requestCount)
         order.append(id)
         transport.state.withLock { $0.owners[id] = user }
@@ -270,7 +278,10 @@ struct SimulationRun {
 
     mutating func enqueueGroup() async throws {
         let group = (0..<(2 + rng.below(2))).map { _ in newWrite() }
-        guard let ids = try await call("enqueueGroup", { outbox in try await outbox.enqueue(contentsOf: group.map(\.0), atomic: true) }) else { return }
+        guard
+            let ids = try await call(
+                "enqueueGroup", { outbox in try await outbox.enqueue(contentsOf: group.map(\.0), atomic: true) })
+        else { return }
         for (id, (write, explicit)) in zip(ids, group) { record(id, write, explicit: explicit, grouped: true) }
     }
 
@@ -310,7 +321,8 @@ struct SimulationRun {
             Data(text.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
                 .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         }
-        return base64URL(#"{"alg":"HS256"}"#) + "." + base64URL(#"{"sub":"\#(subject)","n":\#(serial)}"#) + ".TOKEN-CANARY-\(serial)"
+        return base64URL(#"{"alg":"HS256"}"#) + "." + base64URL(#"{"sub":"\#(subject)","n":\#(serial)}"#)
+            + ".TOKEN-CANARY-\(serial)"
     }
 
     mutating func signOut() async throws {
@@ -414,7 +426,9 @@ struct SimulationRun {
         }
         try open()
         trace.add("crash")
-        if let user, let token = currentToken { _ = try await call("resettle", { outbox in try await outbox.settleSession(user: user, accessToken: token) }) }
+        if let user, let token = currentToken {
+            _ = try await call("resettle", { outbox in try await outbox.settleSession(user: user, accessToken: token) })
+        }
         await outbox.idle()
         try await checkDurable()
         try await verify("I6 (after a reopen)")
@@ -483,7 +497,8 @@ struct SimulationRun {
                 let before = appliedAt[dependency].map { $0 < index } ?? false
                 let removedBefore = removed[dependency].map { $0.applied <= index } ?? false
                 if !before && !removedBefore {
-                    failures.append("I4: write \(write.id) was applied before write \(dependency), which it depends on, was settled")
+                    failures.append(
+                        "I4: write \(write.id) was applied before write \(dependency), which it depends on, was settled")
                 }
             }
         }
@@ -494,7 +509,9 @@ struct SimulationRun {
             if let write = held[id] {
                 switch write.state {
                 case .accepted, .merged, .conflicted:
-                    if appliedAt[id] == nil { failures.append("I8: write \(id) reads \(write.state.name) but the instance never applied it") }
+                    if appliedAt[id] == nil {
+                        failures.append("I8: write \(id) reads \(write.state.name) but the instance never applied it")
+                    }
                 case .pending:
                     if !write.waiting { failures.append("I8: write \(id) is still sendable after healing") }
                 case .refused(let refusal):
@@ -503,7 +520,9 @@ struct SimulationRun {
                     break
                 }
             } else if taken.contains(id) {
-                if appliedAt[id] == nil { failures.append("I8: write \(id) was taken as answered but the instance never applied it") }
+                if appliedAt[id] == nil {
+                    failures.append("I8: write \(id) was taken as answered but the instance never applied it")
+                }
             } else if removed[id] == nil {
                 failures.append("I8: write \(id) left the queue and the simulator does not know how (lost)")
             }
@@ -531,7 +550,8 @@ struct SimulationRun {
                 for dependency in write.dependencies {
                     let applied = appliedAt[dependency].map { $0 < request.appliedBefore } ?? false
                     if !applied && !takenOut(dependency, by: index) && !request.writes[..<position].contains(dependency) {
-                        failures.append("I4: request \(index) sent write \(id) before write \(dependency), which it depends on, was settled")
+                        failures.append(
+                            "I4: request \(index) sent write \(id) before write \(dependency), which it depends on, was settled")
                         return
                     }
                 }
@@ -540,8 +560,12 @@ struct SimulationRun {
                     guard let other = writes[earlier], other.user == write.user, other.isFree, other.enqueuedAtRequest <= index,
                         !takenOut(earlier, by: index)
                     else { continue }
-                    if let sent = firstSent[earlier], sent.request < index || (sent.request == index && sent.position < position) { continue }
-                    failures.append("I4: request \(index) sent write \(id) for the first time ahead of write \(earlier), which was sendable")
+                    if let sent = firstSent[earlier], sent.request < index || (sent.request == index && sent.position < position)
+                    {
+                        continue
+                    }
+                    failures.append(
+                        "I4: request \(index) sent write \(id) for the first time ahead of write \(earlier), which was sendable")
                     return
                 }
             }

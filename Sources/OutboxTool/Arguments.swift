@@ -61,7 +61,8 @@ struct Arguments {
     /// Exactly `names.count` positionals, named for the message.
     func positionals(_ names: String...) throws(UsageError) -> [String] {
         guard positionals.count == names.count else {
-            throw UsageError(message: "expected \(names.map { "<\($0)>" }.joined(separator: " ")), got \(positionals.count) argument(s)")
+            throw UsageError(
+                message: "expected \(names.map { "<\($0)>" }.joined(separator: " ")), got \(positionals.count) argument(s)")
         }
         return positionals
     }

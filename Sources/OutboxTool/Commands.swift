@@ -64,104 +64,104 @@ package enum Commands {
 
     static let help: [String: String] = [
         "enqueue": """
-            usage: outbox enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID]
+        usage: outbox enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID]
 
-            Queues one write for user U and prints its id once it is durable. Creates the log if it does
-            not exist. OP is insert, update, upsert, delete, or any other word (a custom mutation).
-            --key and --body are JSON objects (--body defaults to {}; a delete takes none).
-            --depends-on names earlier writes of the same user, comma-separated.
-            """,
+        Queues one write for user U and prints its id once it is durable. Creates the log if it does
+        not exist. OP is insert, update, upsert, delete, or any other word (a custom mutation).
+        --key and --body are JSON objects (--body defaults to {}; a delete takes none).
+        --depends-on names earlier writes of the same user, comma-separated.
+        """,
         "queue": """
-            usage: outbox queue <log> [--user U] [--json]
+        usage: outbox queue <log> [--user U] [--json]
 
-            Every write the queue holds (pending, answered, refused, blocked, dead), in id order; only U's
-            with --user. --json prints one JSON object per write and line (Specs/json-fields.md).
-            """,
+        Every write the queue holds (pending, answered, refused, blocked, dead), in id order; only U's
+        with --user. --json prints one JSON object per write and line (Specs/json-fields.md).
+        """,
         "history": """
-            usage: outbox history <log> <write-id> [--json]
+        usage: outbox history <log> <write-id> [--json]
 
-            Every event that touched one write, in order, read from the history index. Exit 1 when the log
-            never held that write.
-            """,
+        Every event that touched one write, in order, read from the history index. Exit 1 when the log
+        never held that write.
+        """,
         "log": """
-            usage: outbox log <log> [--from SEQ] [--to SEQ] [--json]
+        usage: outbox log <log> [--from SEQ] [--to SEQ] [--json]
 
-            The events from SEQ to SEQ (inclusive), in order. --json prints one JSON object per line.
-            """,
+        The events from SEQ to SEQ (inclusive), in order. --json prints one JSON object per line.
+        """,
         "verify": """
-            usage: outbox verify <log>
+        usage: outbox verify <log>
 
-            Re-reads every event, checks each checksum and that sequence numbers have no gaps, folds the
-            log into fresh projections and compares them with the stored ones byte for byte. Prints "ok"
-            and exits 0, or prints the first problem (naming the file, and the sequence number of a damaged
-            record) and exits 1.
-            """,
+        Re-reads every event, checks each checksum and that sequence numbers have no gaps, folds the
+        log into fresh projections and compares them with the stored ones byte for byte. Prints "ok"
+        and exits 0, or prints the first problem (naming the file, and the sequence number of a damaged
+        record) and exits 1.
+        """,
         "replay": """
-            usage: outbox replay <log> [--until SEQ] [--json]
-                   outbox replay <log> --check-decisions
+        usage: outbox replay <log> [--until SEQ] [--json]
+               outbox replay <log> --check-decisions
 
-            Folds the log up to SEQ (the last event by default) and prints the queue (pending writes in id
-            order) and the verdict table (every write's state) as they stood just after it.
+        Folds the log up to SEQ (the last event by default) and prints the queue (pending writes in id
+        order) and the verdict table (every write's state) as they stood just after it.
 
-            With --check-decisions, re-runs the replayer's decisions over every answer recorded in the log
-            (with the verdict table, settings and clock reading of that moment) and compares them with the
-            events the log holds: prints "same decisions" (exit 0), or the first event where this version
-            would decide differently (exit 1).
-            """,
+        With --check-decisions, re-runs the replayer's decisions over every answer recorded in the log
+        (with the verdict table, settings and clock reading of that moment) and compares them with the
+        events the log holds: prints "same decisions" (exit 0), or the first event where this version
+        would decide differently (exit 1).
+        """,
         "scenario": """
-            usage: outbox scenario <file> [--json]
+        usage: outbox scenario <file> [--json]
 
-            Runs a scenario file (../shared/SCENARIOS.md, examples in Specs/scenarios/) on a fresh log in a
-            temporary folder against the built-in simulated instance, on a simulated clock. Prints a readable
-            transcript, or with --json one JSON document. Exit 0 when every expectation held, 1 when one did
-            not (each failure printed), 2 when the file is not a valid scenario (naming the step and field).
-            """,
+        Runs a scenario file (../shared/SCENARIOS.md, examples in Specs/scenarios/) on a fresh log in a
+        temporary folder against the built-in simulated instance, on a simulated clock. Prints a readable
+        transcript, or with --json one JSON document. Exit 0 when every expectation held, 1 when one did
+        not (each failure printed), 2 when the file is not a valid scenario (naming the step and field).
+        """,
         "simulate": """
-            usage: outbox simulate --seed S [--steps L]
-                   outbox simulate [--seeds N] [--start S] [--regressions FILE] [--steps L] [--seconds T] [--jobs J]
+        usage: outbox simulate --seed S [--steps L]
+               outbox simulate [--seeds N] [--start S] [--regressions FILE] [--steps L] [--seconds T] [--jobs J]
 
-            Runs the deterministic simulation (TESTING.md section 1): per seed, a random workload of users,
-            writes and queue calls against the simulated instance behind a faulty network (drops, lost
-            responses, duplicates, delayed copies, 5xx, Retry-After, 401, 42501, refusals, schema cache,
-            malformed bodies) with crashes, then a healing phase, checking invariants I1-I11. --seed runs
-            one seed twice (I11) and prints its trace; --seeds runs N seeds from --start (1), --regressions
-            the seeds listed in FILE (one per line, # comments), within --seconds. Prints each failing seed
-            with 'reproduce: outbox simulate --seed S', and a closing line 'sim: N seeds, F failed'.
-            Exit 0 when none failed, 1 otherwise.
-            """,
+        Runs the deterministic simulation (TESTING.md section 1): per seed, a random workload of users,
+        writes and queue calls against the simulated instance behind a faulty network (drops, lost
+        responses, duplicates, delayed copies, 5xx, Retry-After, 401, 42501, refusals, schema cache,
+        malformed bodies) with crashes, then a healing phase, checking invariants I1-I11. --seed runs
+        one seed twice (I11) and prints its trace; --seeds runs N seeds from --start (1), --regressions
+        the seeds listed in FILE (one per line, # comments), within --seconds. Prints each failing seed
+        with 'reproduce: outbox simulate --seed S', and a closing line 'sim: N seeds, F failed'.
+        Exit 0 when none failed, 1 otherwise.
+        """,
         "crash": """
-            usage: outbox crash [--kills M] [--seed S] [--points LABEL,LABEL]
+        usage: outbox crash [--kills M] [--seed S] [--points LABEL,LABEL]
 
-            The crash harness (TESTING.md section 2). Worker processes ('outbox crash-worker') run a seeded
-            workload on a real log (enqueues, syncs against the simulated instance with lost responses,
-            rebuilds, user switches) and report each acknowledged enqueue and each apply at once. The
-            harness kills them at every named crash point x {1, 2, 3} (OUTBOX_CRASHPOINT=label#n), then M
-            times at random moments (0-60 ms, with a long tail) on one log, and checks after each death
-            that every acknowledged write is in the log and the log verifies, and at the end that every
-            acknowledged write was applied exactly once, in order. Prints 'crash: N points, M kills, 0 lost'.
-            """,
+        The crash harness (TESTING.md section 2). Worker processes ('outbox crash-worker') run a seeded
+        workload on a real log (enqueues, syncs against the simulated instance with lost responses,
+        rebuilds, user switches) and report each acknowledged enqueue and each apply at once. The
+        harness kills them at every named crash point x {1, 2, 3} (OUTBOX_CRASHPOINT=label#n), then M
+        times at random moments (0-60 ms, with a long tail) on one log, and checks after each death
+        that every acknowledged write is in the log and the log verifies, and at the end that every
+        acknowledged write was applied exactly once, in order. Prints 'crash: N points, M kills, 0 lost'.
+        """,
         "crash-worker": """
-            usage: outbox crash-worker <log> --seed S --writes N --instance FILE
+        usage: outbox crash-worker <log> --seed S --writes N --instance FILE
 
-            The crash harness's child process (see 'outbox crash --help'); not for use by hand.
-            """,
+        The crash harness's child process (see 'outbox crash --help'); not for use by hand.
+        """,
         "damage": """
-            usage: outbox damage [--samples N] [--seed S] [--record-stride K]
+        usage: outbox damage [--samples N] [--seed S] [--record-stride K]
 
-            The damaged-log suite (TESTING.md section 3) on three small logs: every byte of every stored
-            record flipped and zeroed (the checksum must catch each and name the record's sequence; with
-            --record-stride K, every K-th byte), truncation at every 4 KiB page boundary, and N (2000)
-            seeded bytes of LMDB's own page structure, each read by 'outbox verify' (which reads an
-            untrusted log in a child process). Never a crash or a hang: exit 0, or 1 or 2 naming the file.
-            Prints 'damage: N cases (...), 0 failed'.
-            """,
+        The damaged-log suite (TESTING.md section 3) on three small logs: every byte of every stored
+        record flipped and zeroed (the checksum must catch each and name the record's sequence; with
+        --record-stride K, every K-th byte), truncation at every 4 KiB page boundary, and N (2000)
+        seeded bytes of LMDB's own page structure, each read by 'outbox verify' (which reads an
+        untrusted log in a child process). Never a crash or a hang: exit 0, or 1 or 2 naming the file.
+        Prints 'damage: N cases (...), 0 failed'.
+        """,
         "demo": """
-            usage: outbox demo [--keep DIR]
+        usage: outbox demo [--keep DIR]
 
-            Queues a realistic set of writes for two tables, syncs them against the simulated instance (with
-            a server error, a refusal and a retry), and prints the reports, the status and the history of the
-            refused write. With --keep, the log is made in DIR and kept, for the other commands to read.
-            """,
+        Queues a realistic set of writes for two tables, syncs them against the simulated instance (with
+        a server error, a refusal and a retry), and prints the reports, the status and the history of the
+        refused write. With --keep, the log is made in DIR and kept, for the other commands to read.
+        """,
     ]
 
     /// Runs one command line. The read-only commands read the log in a child process, unless this is
@@ -251,7 +251,9 @@ package enum Commands {
     static func history(_ words: [String]) throws -> Exit {
         let args = try Arguments(command: "history", words: words, options: [], flags: ["json"])
         let positionals = try args.positionals("log", "write-id")
-        guard let id = UInt64(positionals[1]) else { throw UsageError(message: "<write-id> is a whole number, not '\(positionals[1])'") }
+        guard let id = UInt64(positionals[1]) else {
+            throw UsageError(message: "<write-id> is a whole number, not '\(positionals[1])'")
+        }
         let inspector = try LogInspector(path: positionals[0])
         let events = try inspector.history(of: WriteID(id))
         guard !events.isEmpty else {

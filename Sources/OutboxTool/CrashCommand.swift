@@ -1,7 +1,8 @@
 internal import Foundation
 internal import Outbox
+
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// The SIGKILL crash harness (TESTING.md §2): a worker process runs a seeded workload on a real log and
@@ -11,7 +12,8 @@ internal import Glibc
 extension Commands {
     /// `outbox crash-worker <log> --seed S --writes N --instance FILE` (the harness's child).
     static func crashWorker(_ words: [String]) async throws -> Exit {
-        let args = try Arguments(command: "crash-worker", words: words, options: ["seed", "writes", "instance", "map-size"], flags: ["enqueue-only"])
+        let args = try Arguments(
+            command: "crash-worker", words: words, options: ["seed", "writes", "instance", "map-size"], flags: ["enqueue-only"])
         let path = try args.positionals("log")[0]
         let seed = try args.unsigned("seed") ?? 1
         let writes = Int(try args.unsigned("writes") ?? 30)
@@ -19,14 +21,17 @@ extension Commands {
         if let file = args.option("instance"), let text = try? String(contentsOfFile: file, encoding: .utf8) {
             for line in text.split(separator: "\n") {
                 let words = line.split(separator: " ").map(String.init)
-                guard words.count == 3, let origin = Origin(words[0]), let id = UInt64(words[1]), let key = IdempotencyKey(words[2]) else { continue }
+                guard words.count == 3, let origin = Origin(words[0]), let id = UInt64(words[1]),
+                    let key = IdempotencyKey(words[2])
+                else { continue }
                 instance.remember(origin: origin, id: WriteID(id), idempotencyKey: key)
             }
         }
         instance.onApply { applied, key in report("APPLIED \(applied.origin) \(applied.id) \(key)") }
         do {
             let mapSize = try args.unsigned("map-size").map(Int.init)
-            try await work(path, seed: seed, writes: writes, enqueueOnly: args.flag("enqueue-only"), mapSize: mapSize, instance: instance)
+            try await work(
+                path, seed: seed, writes: writes, enqueueOnly: args.flag("enqueue-only"), mapSize: mapSize, instance: instance)
         } catch let error as OutboxError {
             // Under injected I/O errors (`fiu-run`) a commit fails: the worker says how, typed, and stops.
             report("ERROR \(error.code)")
@@ -36,7 +41,9 @@ extension Commands {
         return .success
     }
 
-    private static func work(_ path: String, seed: UInt64, writes: Int, enqueueOnly: Bool, mapSize: Int?, instance: SimulatedInstance) async throws {
+    private static func work(
+        _ path: String, seed: UInt64, writes: Int, enqueueOnly: Bool, mapSize: Int?, instance: SimulatedInstance
+    ) async throws {
         var configuration = OutboxConfiguration(autoSync: false, batchSize: 3)
         if let mapSize { configuration.initialMapSize = mapSize }
         configuration.random = SeededRandomSource(seed: seed &* 0x9E37_79B9 &+ UInt64(getpid()))
@@ -50,7 +57,8 @@ extension Commands {
             switch roll {
             case 0..<70:
                 let key = Int64(1 + rng.next(below: 8))
-                let id = try await outbox.enqueue(.upsert(into: "todos", key: ["id": .int(key)], body: ["n": .int(Int64(rng.next(below: 1000)))]))
+                let id = try await outbox.enqueue(
+                    .upsert(into: "todos", key: ["id": .int(key)], body: ["n": .int(Int64(rng.next(below: 1000)))]))
                 report("ACK \(id) \(key)")
             case 70..<94:
                 if rng.next(below: 10) == 0 { instance.script([.lostResponse]) }
@@ -98,7 +106,10 @@ extension Commands {
         if let list = args.option("points") {
             points = try list.split(separator: ",", omittingEmptySubsequences: false).map { label throws(UsageError) in
                 guard let point = CrashPoint(rawValue: String(label)) else {
-                    throw UsageError(message: "--points: no crash point '\(label)'; the points are \(CrashPoint.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw UsageError(
+                        message:
+                            "--points: no crash point '\(label)'; the points are \(CrashPoint.allCases.map(\.rawValue).joined(separator: ", "))"
+                    )
                 }
                 return point
             }
@@ -125,7 +136,9 @@ extension Commands {
         for cycle in 0..<kills {
             let delay = rng.next(below: 10) == 0 ? 60 + rng.next(below: 240) : rng.next(below: 60)
             // Every other cycle starts from a 32 KiB map (TESTING.md §2, a tiny map): the map grows under the kills.
-            if try cycles.run(writes: 30, killAfterMilliseconds: Int(delay), mapSize: cycle % 2 == 1 ? 32 << 10 : nil) { killed += 1 }
+            if try cycles.run(writes: 30, killAfterMilliseconds: Int(delay), mapSize: cycle % 2 == 1 ? 32 << 10 : nil) {
+                killed += 1
+            }
             problems += cycles.check(final: false).map { "random kill \(cycle): \($0)" }
             if !problems.isEmpty { break }
         }
@@ -136,27 +149,39 @@ extension Commands {
         let shared = CrashRun(folder: root + "/two-processes", seed: seed)
         let twoProblems = try shared.runTwoAtOnce(writes: 40)
         problems += twoProblems.map { "two processes: \($0)" }
-        say("two processes enqueueing into one log at once: \(shared.acked.count) writes acknowledged, \(twoProblems.isEmpty ? "each once, under its own id; the log verifies" : "\(twoProblems.count) problems")")
+        say(
+            "two processes enqueueing into one log at once: \(shared.acked.count) writes acknowledged, \(twoProblems.isEmpty ? "each once, under its own id; the log verifies" : "\(twoProblems.count) problems")"
+        )
         // A copy of data.mdb taken with no lock while a drain runs (TESTING.md §2).
         let copied = CrashRun(folder: root + "/copy-during-drain", seed: seed)
         let copies = try copied.drainWhileCopying(writes: 300, copies: 8, rng: rng)
         problems += copies.problems.map { "copy during a drain: \($0)" }
-        say("copies of data.mdb taken during a drain: \(copies.verified) verified and held every acknowledged write, \(copies.refused) refused with a clear message" + (copies.problems.isEmpty ? "" : ", \(copies.problems.count) problems"))
+        say(
+            "copies of data.mdb taken during a drain: \(copies.verified) verified and held every acknowledged write, \(copies.refused) refused with a clear message"
+                + (copies.problems.isEmpty ? "" : ", \(copies.problems.count) problems"))
         // Injected I/O errors (TESTING.md §2, Debian's fiu-utils): fdatasync, pwrite and writev fail at random.
         let faulty = CrashRun(folder: root + "/io-errors", seed: seed)
         if let io = try faulty.runWithIOErrors(workers: 25) {
             problems += io.problems.map { "I/O errors: \($0)" }
-            say("workers under injected I/O errors: \(io.failed) of \(io.workers) stopped on a typed storage error, \(io.workers - io.failed) finished; \(io.acknowledged) writes acknowledged under them, none lost" + (io.problems.isEmpty ? "" : ", \(io.problems.count) problems"))
+            say(
+                "workers under injected I/O errors: \(io.failed) of \(io.workers) stopped on a typed storage error, \(io.workers - io.failed) finished; \(io.acknowledged) writes acknowledged under them, none lost"
+                    + (io.problems.isEmpty ? "" : ", \(io.problems.count) problems"))
         } else {
             say("workers under injected I/O errors: not run (fiu-run is not installed; scripts/setup installs fiu-utils)")
         }
         acknowledged += cycles.acked.count + copied.acked.count + faulty.acked.count
         appliedTotal += cycles.applied.count + copied.applied.count + faulty.applied.count
-        say("named points: \(pointsReached) of \(pointsRun) reached and killed" + (unreached.isEmpty ? "" : " (the workload did not reach \(unreached.joined(separator: ", ")))"))
-        say("\(acknowledged) writes acknowledged, \(appliedTotal) applied (a write can be applied with its acknowledgement lost to the kill)")
+        say(
+            "named points: \(pointsReached) of \(pointsRun) reached and killed"
+                + (unreached.isEmpty ? "" : " (the workload did not reach \(unreached.joined(separator: ", ")))"))
+        say(
+            "\(acknowledged) writes acknowledged, \(appliedTotal) applied (a write can be applied with its acknowledgement lost to the kill)"
+        )
         for problem in problems.prefix(30) { say("  " + problem) }
         let lost = problems.filter { $0.contains("I1") }.count
-        say("crash: \(pointsRun) points, \(kills) random kill cycles, \(killed) kills, \(lost) lost" + (problems.isEmpty ? "" : ", \(problems.count) problems"))
+        say(
+            "crash: \(pointsRun) points, \(kills) random kill cycles, \(killed) kills, \(lost) lost"
+                + (problems.isEmpty ? "" : ", \(problems.count) problems"))
         return problems.isEmpty ? .success : .notSo
     }
 }
@@ -196,10 +221,12 @@ final class CrashRun {
         writes: Int, crashPoint: String? = nil, enqueueOnly: Bool = false, mapSize: Int? = nil, wrappedIn wrapper: [String] = []
     ) throws -> (Process, Pipe) {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        try applied.map { "\($0.origin) \($0.id) \($0.key)" }.joined(separator: "\n").write(toFile: instanceFile, atomically: true, encoding: .utf8)
+        try applied.map { "\($0.origin) \($0.id) \($0.key)" }.joined(separator: "\n").write(
+            toFile: instanceFile, atomically: true, encoding: .utf8)
         runs += 1
         let (process, out) = worker(
-            ["--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile] + (enqueueOnly ? ["--enqueue-only"] : [])
+            ["--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile]
+                + (enqueueOnly ? ["--enqueue-only"] : [])
                 + (mapSize.map { ["--map-size", String($0)] } ?? []),
             crashPoint: crashPoint, wrappedIn: wrapper)
         try process.run()
@@ -223,7 +250,9 @@ final class CrashRun {
     /// lock). Each copy is read by `outbox verify` in a process of its own: it must verify, and then hold
     /// every acknowledged write, or be refused with a message naming the copy (exit 1 or 2); never a
     /// crash or a hang. Returns how many copies verified, how many were refused, and what went wrong.
-    func drainWhileCopying(writes: Int, copies: Int, rng: SeededRandomSource) throws -> (verified: Int, refused: Int, problems: [String]) {
+    func drainWhileCopying(writes: Int, copies: Int, rng: SeededRandomSource) throws -> (
+        verified: Int, refused: Int, problems: [String]
+    ) {
         let (enqueuer, queued) = try start(writes: writes, enqueueOnly: true)
         let enqueued = queued.fileHandleForReading.readDataToEndOfFile()
         enqueuer.waitUntilExit()
@@ -243,7 +272,8 @@ final class CrashRun {
         let output = drained.fileHandleForReading.readDataToEndOfFile()
         drainer.waitUntilExit()
         read(output)
-        var verified = 0, refused = 0
+        var verified = 0
+        var refused = 0
         var problems: [String] = []
         for copy in paths {
             let (status, reason, message) = try verifyInItsOwnProcess(copy)
@@ -256,7 +286,9 @@ final class CrashRun {
             } else if reason == .exit && (status == 1 || status == 2) && message.contains(copy) {
                 refused += 1
             } else {
-                problems.append("outbox verify on a copy ended with \(reason == .exit ? "exit \(status)" : "signal \(status)"): \(message.prefix(200))")
+                problems.append(
+                    "outbox verify on a copy ended with \(reason == .exit ? "exit \(status)" : "signal \(status)"): \(message.prefix(200))"
+                )
             }
         }
         return (verified, refused, problems + check(final: false))
@@ -276,7 +308,9 @@ final class CrashRun {
         var problems: [String] = []
         for index in 0..<workers {
             let p = probabilities[index % probabilities.count]
-            let faults = ["posix/io/sync/fdatasync", "posix/io/rw/pwrite", "posix/io/rw/writev"].flatMap { ["-c", "enable_random name=\($0),probability=\(p)"] }
+            let faults = ["posix/io/sync/fdatasync", "posix/io/rw/pwrite", "posix/io/rw/writev"].flatMap {
+                ["-c", "enable_random name=\($0),probability=\(p)"]
+            }
             let (process, out) = try start(writes: 30, wrappedIn: [fiu, "-x", "-f", ""] + faults)
             let data = out.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
@@ -286,7 +320,9 @@ final class CrashRun {
             case (.exit, 0, "DONE"): break
             case (.exit, 2, "ERROR storage"): failed += 1
             default:
-                let how = process.terminationReason == .exit ? "exit \(process.terminationStatus)" : "signal \(process.terminationStatus)"
+                let how =
+                    process.terminationReason == .exit
+                    ? "exit \(process.terminationStatus)" : "signal \(process.terminationStatus)"
                 problems.append("worker \(index) (p = \(p)) ended with \(how), its last line '\(last.prefix(80))'")
             }
             problems += check(final: false).map { "after worker \(index) (p = \(p)): \($0)" }
@@ -337,7 +373,8 @@ final class CrashRun {
     func runTwoAtOnce(writes: Int) throws -> [String] {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let workers = (1...2).map { index in
-            worker(["--seed", String(seed &+ UInt64(index * 1000)), "--writes", String(writes), "--enqueue-only"], crashPoint: nil)
+            worker(
+                ["--seed", String(seed &+ UInt64(index * 1000)), "--writes", String(writes), "--enqueue-only"], crashPoint: nil)
         }
         for (process, _) in workers { try process.run() }
         var ids: [UInt64] = []
@@ -366,7 +403,9 @@ final class CrashRun {
     /// order (I4).
     func check(final: Bool = true) -> [String] {
         var problems: [String] = []
-        guard FileManager.default.fileExists(atPath: log + "/data.mdb") else { return acked.isEmpty ? [] : ["I1: the log is gone"] }
+        guard FileManager.default.fileExists(atPath: log + "/data.mdb") else {
+            return acked.isEmpty ? [] : ["I1: the log is gone"]
+        }
         do {
             let inspector = try LogInspector(path: log)
             let report = try inspector.verify()
@@ -375,7 +414,8 @@ final class CrashRun {
                 problems.append("I1: write \(id) was acknowledged and is not in the log")
             }
         } catch let error as OutboxError
-            where error.code == .damaged && acked.isEmpty && (error.message.contains("holds no events") || error.message.contains("not an outbox log"))
+            where error.code == .damaged && acked.isEmpty
+            && (error.message.contains("holds no events") || error.message.contains("not an outbox log"))
         {
             // Killed (or failed on an I/O error) while the log was being created, before its databases
             // or its first event were committed: nothing was acknowledged, so nothing is lost, and the
@@ -395,7 +435,9 @@ final class CrashRun {
             }
         }
         if final {
-            for id in acked.keys.sorted() where seen[id] == nil { problems.append("I8: write \(id) was acknowledged and never applied") }
+            for id in acked.keys.sorted() where seen[id] == nil {
+                problems.append("I8: write \(id) was acknowledged and never applied")
+            }
         }
         return problems
     }

@@ -64,7 +64,9 @@ extension Commands {
         }
         for problem in problems.prefix(30) { say("  " + problem) }
         let total = counts.records + counts.truncations + counts.pages
-        say("damage: \(total) cases (\(counts.records) record bytes, \(counts.truncations) truncations, \(counts.pages) page bytes), \(problems.count) failed")
+        say(
+            "damage: \(total) cases (\(counts.records) record bytes, \(counts.truncations) truncations, \(counts.pages) page bytes), \(problems.count) failed"
+        )
         return problems.isEmpty ? .success : .notSo
     }
 
@@ -93,7 +95,9 @@ extension Commands {
         do {
             let report = try LogInspector(path: folder).verify()
             if report.isOK { return "verify said ok" }
-            if report.sequence != sequence { return "verify named \(report.sequence.map(String.init) ?? "no sequence"): \(report)" }
+            if report.sequence != sequence {
+                return "verify named \(report.sequence.map(String.init) ?? "no sequence"): \(report)"
+            }
             return nil
         } catch let error as OutboxError {
             return error.sequence == sequence ? nil : "opening failed without naming the sequence: \(error)"
@@ -111,7 +115,8 @@ extension Commands {
         environment[Untrusted.timeoutVariable] = "20"
         environment[Untrusted.childVariable] = nil
         process.environment = environment
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         do { try process.run() } catch { return "cannot run the tool: \(error)" }
@@ -121,7 +126,8 @@ extension Commands {
         if process.terminationReason == .uncaughtSignal { return "the tool crashed (signal \(process.terminationStatus))" }
         switch process.terminationStatus {
         case 0: return nil
-        case 1, 2: return text.contains(folder) ? nil : "exit \(process.terminationStatus) without naming the file: \(text.prefix(160))"
+        case 1, 2:
+            return text.contains(folder) ? nil : "exit \(process.terminationStatus) without naming the file: \(text.prefix(160))"
         default: return "exit \(process.terminationStatus): \(text.prefix(160))"
         }
     }
@@ -140,7 +146,8 @@ extension Commands {
             let outbox = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
             try await outbox.settleSession(user: "alice", accessToken: AccessToken.unsigned(subject: "alice"))
             for n in 0..<(8 + variant * 4) {
-                try await outbox.enqueue(.upsert(into: n % 3 == 0 ? "lists" : "todos", key: ["id": .int(Int64(n % 5))], body: ["n": .int(Int64(n))]))
+                try await outbox.enqueue(
+                    .upsert(into: n % 3 == 0 ? "lists" : "todos", key: ["id": .int(Int64(n % 5))], body: ["n": .int(Int64(n))]))
             }
             instance.script([
                 .verdict(.accepted), .verdict(.refused(Refusal(status: 422, code: "23514", message: "check"))), .lostResponse,

@@ -27,7 +27,8 @@ extension Commands {
         let list = try await outbox.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
         try await outbox.enqueue(.update("todos", key: ["id": 1], set: ["done": true], baseVersion: 1))
         let empty = try await outbox.enqueue(.insert(into: "todos", key: ["id": 3], body: ["title": "", "done": false]))
-        try await outbox.enqueue(.custom("archive_list", table: "lists", key: ["id": 7], body: ["reason": "done"], dependsOn: [empty]))
+        try await outbox.enqueue(
+            .custom("archive_list", table: "lists", key: ["id": 7], body: ["reason": "done"], dependsOn: [empty]))
         try await outbox.enqueue(.insert(into: "todos", key: ["id": 4], body: ["title": "Water the plants", "done": false]))
         try showQueue(outbox)
         _ = (milk, list)
@@ -88,14 +89,17 @@ extension Commands {
             lines.append(line)
         }
         if let stopped = report.stoppedBy {
-            lines.append("    stopped by: \(stopped.kind.rawValue)" + (stopped.status.map { " \($0)" } ?? "") + (stopped.code.map { " \($0)" } ?? "")
-                + (report.retryAfter.map { ", retry after \($0) s" } ?? ""))
+            lines.append(
+                "    stopped by: \(stopped.kind.rawValue)" + (stopped.status.map { " \($0)" } ?? "")
+                    + (stopped.code.map { " \($0)" } ?? "")
+                    + (report.retryAfter.map { ", retry after \($0) s" } ?? ""))
         }
         return lines.joined(separator: "\n")
     }
 
     static func describe(_ status: SyncStatus) -> String {
         "  network \(status.network.rawValue), pending \(status.pendingCount), rejected \(status.rejectedCount), blocked \(status.blockedCount), "
-            + "syncing \(status.isSyncing)" + (status.lastSyncError.map { ", last error \($0.kind.rawValue) \($0.status.map(String.init) ?? "")" } ?? "")
+            + "syncing \(status.isSyncing)"
+            + (status.lastSyncError.map { ", last error \($0.kind.rawValue) \($0.status.map(String.init) ?? "")" } ?? "")
     }
 }

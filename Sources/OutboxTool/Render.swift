@@ -12,8 +12,12 @@ enum Render {
             "idempotencyKey": .string(write.idempotencyKey.description), "createdAt": .string(write.createdAt.description),
             "refusals": .int(Int64(write.refusals)), "replayed": .bool(write.replayed), "waiting": .bool(write.waiting),
             "environmentalStreak": .int(Int64(write.environmentalStreak)), "schemaRefusals": .int(Int64(write.schemaRefusals)),
-            "lastFailure": write.lastFailure.map { .object(["status": $0.status.map { .int(Int64($0)) } ?? .null, "text": $0.text.map { .string($0) } ?? .null]) } ?? .null,
-            "atomicGroup": write.atomicGroup.map { .object(["first": .int(Int64($0.first.rawValue)), "count": .int(Int64($0.count))]) } ?? .null,
+            "lastFailure": write.lastFailure.map {
+                .object(["status": $0.status.map { .int(Int64($0)) } ?? .null, "text": $0.text.map { .string($0) } ?? .null])
+            } ?? .null,
+            "atomicGroup": write.atomicGroup.map {
+                .object(["first": .int(Int64($0.first.rawValue)), "count": .int(Int64($0.count))])
+            } ?? .null,
         ]
         // Refusal messages included: the CLI is an audit tool (R3.4).
         for (name, value) in write.state.jsonFields(withMessage: true) { fields[name] = value }

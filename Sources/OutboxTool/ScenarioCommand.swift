@@ -38,7 +38,9 @@ enum Transcript {
                 let index = step["index"].map(JSONText.render) ?? "?"
                 let action = step["action"].flatMap { if case .string(let s) = $0 { s } else { nil } } ?? "?"
                 var line = "  [\(index)] \(action)"
-                for key in ["id", "ids", "result", "row"] { if let value = step[key] { line += " \(key)=\(JSONText.render(value))" } }
+                for key in ["id", "ids", "result", "row"] {
+                    if let value = step[key] { line += " \(key)=\(JSONText.render(value))" }
+                }
                 if step["crashed"] == .bool(true) { line += " (the client crashed and was reopened)" }
                 lines.append(line)
                 if let report = step["report"] { lines.append("      " + summary(report)) }
@@ -74,14 +76,16 @@ enum Transcript {
     static func summary(_ report: JSONValue) -> String {
         guard case .object(let r) = report else { return JSONText.render(report) }
         func n(_ key: String) -> String { r[key].map(JSONText.render) ?? "0" }
-        var text = "synced \(n("syncedCount")) (already on server \(n("alreadyOnServerCount"))), rejected \(n("rejectedCount")), "
+        var text =
+            "synced \(n("syncedCount")) (already on server \(n("alreadyOnServerCount"))), rejected \(n("rejectedCount")), "
             + "blocked \(n("blockedCount")), held \(n("heldCount")), held behind other tables \(n("heldBehindOtherTablesCount")), "
             + "remaining \(n("remainingCount"))"
         if let stopped = r["stoppedBy"], stopped != .null { text += "; stopped by \(JSONText.render(stopped))" }
         if let after = r["retryAfter"], after != .null { text += ", retry after \(JSONText.render(after)) s" }
         if case .array(let verdicts)? = r["verdicts"], !verdicts.isEmpty {
             let parts = verdicts.compactMap { verdict -> String? in
-                guard case .object(let v) = verdict, case .string(let ref)? = v["ref"], case .string(let kind)? = v["verdict"] else { return nil }
+                guard case .object(let v) = verdict, case .string(let ref)? = v["ref"], case .string(let kind)? = v["verdict"]
+                else { return nil }
                 return "\(ref) \(kind)" + (v["replayed"] == .bool(true) ? " (replayed)" : "")
             }
             text += "; " + parts.joined(separator: ", ")

@@ -5,14 +5,17 @@ internal import OutboxSimulation
 extension Commands {
     static func simulate(_ words: [String]) async throws -> Exit {
         let args = try Arguments(
-            command: "simulate", words: words, options: ["seed", "seeds", "start", "steps", "seconds", "jobs", "regressions"], flags: [])
+            command: "simulate", words: words, options: ["seed", "seeds", "start", "steps", "seconds", "jobs", "regressions"],
+            flags: [])
         guard args.positionals.isEmpty else { throw UsageError(message: "simulate takes options only") }
         let steps = Int(try args.unsigned("steps") ?? UInt64(Simulator.defaultSteps))
         guard steps >= 1 else { throw UsageError(message: "--steps takes a number from 1") }
         if let seed = try args.unsigned("seed") {
             let first = await Simulator.run(seed: seed, steps: steps)
             let second = await Simulator.run(seed: seed, steps: steps)
-            say("seed \(seed): \(first.steps) steps, \(first.enqueued) writes, \(first.requests) requests, \(first.applied) applied, \(first.crashes) crashes (\(first.powerLosses) undid a commit)")
+            say(
+                "seed \(seed): \(first.steps) steps, \(first.enqueued) writes, \(first.requests) requests, \(first.applied) applied, \(first.crashes) crashes (\(first.powerLosses) undid a commit)"
+            )
             say("faults: \(first.rates)")
             say("trace \(String(first.traceHash, radix: 16))")
             var failures = first.failures
@@ -24,7 +27,9 @@ extension Commands {
         }
         var seeds: [(seed: UInt64, steps: Int)] = []
         if let file = args.option("regressions") {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw UsageError(message: "--regressions \(file): cannot read it") }
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw UsageError(message: "--regressions \(file): cannot read it")
+            }
             do {
                 seeds = try RegressionSeeds.parse(text)
             } catch {

@@ -1,7 +1,8 @@
 internal import Dispatch
 internal import Foundation
+
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// LMDB 0.9 keeps no page checksums and may crash, or loop, on a damaged page. The read-only commands
@@ -36,12 +37,15 @@ enum Untrusted {
         if done.wait(timeout: .now() + timeout) == .timedOut {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
-            printError("outbox \(command): \(path): reading the log did not finish in \(Int(timeout)) s; its LMDB page structure may be damaged")
+            printError(
+                "outbox \(command): \(path): reading the log did not finish in \(Int(timeout)) s; its LMDB page structure may be damaged"
+            )
             return .failure
         }
         if process.terminationReason == .uncaughtSignal {
             printError(
-                "outbox \(command): \(path): the LMDB page structure is damaged (reading it crashed the reader, signal \(process.terminationStatus)); restore the log from a copy")
+                "outbox \(command): \(path): the LMDB page structure is damaged (reading it crashed the reader, signal \(process.terminationStatus)); restore the log from a copy"
+            )
             return .failure
         }
         return Exit(rawValue: process.terminationStatus) ?? .failure

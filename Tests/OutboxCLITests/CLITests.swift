@@ -15,14 +15,17 @@ func outbox(_ arguments: [String]) throws -> Run {
     let process = Process()
     process.executableURL = binary
     process.arguments = arguments
-    let out = Pipe(), err = Pipe()
+    let out = Pipe()
+    let err = Pipe()
     process.standardOutput = out
     process.standardError = err
     try process.run()
     let stdout = out.fileHandleForReading.readDataToEndOfFile()
     let stderr = err.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    return Run(
+        status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+        stderr: String(decoding: stderr, as: UTF8.self))
 }
 
 func withTemporaryFolder<R>(_ body: (String) throws -> R) rethrows -> R {
@@ -35,7 +38,9 @@ func withTemporaryFolder<R>(_ body: (String) throws -> R) rethrows -> R {
 /// Enqueues `count` writes through the tool, each in its own process that exits without closing.
 func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#) throws {
     for index in 1...count {
-        let run = try outbox("enqueue", path, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":\#(index)}"#, "--body", body)
+        let run = try outbox(
+            "enqueue", path, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":\#(index)}"#, "--body",
+            body)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == "\(index)\n")
     }
@@ -58,7 +63,9 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
         try withTemporaryFolder { folder in
             let log = folder + "/log"
             try makeLog(log, count: 2)
-            let dep = try outbox("enqueue", log, "--user", "alice", "--table", "notes", "--op", "complete_list", "--key", #"{"id":1}"#, "--depends-on", "1,2")
+            let dep = try outbox(
+                "enqueue", log, "--user", "alice", "--table", "notes", "--op", "complete_list", "--key", #"{"id":1}"#,
+                "--depends-on", "1,2")
             #expect(dep.stdout == "3\n")
             let lines = try outbox("queue", log, "--json").stdout.split(separator: "\n")
             #expect(lines.count == 3)
@@ -89,9 +96,11 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
             try makeLog(log)
             let data = log + "/data.mdb"
             let before = try Data(contentsOf: URL(fileURLWithPath: data))
-            for arguments in [["queue", log], ["queue", log, "--json", "--user", "alice"], ["history", log, "2"], ["log", log],
-                              ["log", log, "--json"], ["verify", log], ["replay", log], ["replay", log, "--until", "2", "--json"],
-                              ["queue", data], ["history", log, "77"]] {
+            for arguments in [
+                ["queue", log], ["queue", log, "--json", "--user", "alice"], ["history", log, "2"], ["log", log],
+                ["log", log, "--json"], ["verify", log], ["replay", log], ["replay", log, "--until", "2", "--json"],
+                ["queue", data], ["history", log, "77"],
+            ] {
                 _ = try outbox(arguments)
                 #expect(try Data(contentsOf: URL(fileURLWithPath: data)) == before, "\(arguments)")
             }
@@ -171,7 +180,8 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
                 ["enqueue", log, "--user", "a", "--user", "b", "--table", "t", "--op", "insert", "--key", "{\"id\":1}"],
                 ["history", log], ["history", log, "one"], ["log", log, "--from", "x"], ["log", log, "--from", "5", "--to", "2"],
                 ["verify"], ["verify", log, "--json"], ["replay", log, "--until", "0"], ["replay", log, "--until", "99"],
-                ["crash", "--points", "no-such-point"], ["crash", "--points", ""], ["crash", "--kills", "-1"], ["simulate", "--seeds", "x"],
+                ["crash", "--points", "no-such-point"], ["crash", "--points", ""], ["crash", "--kills", "-1"],
+                ["simulate", "--seeds", "x"],
                 ["simulate", "--seed", "1", "--steps", "0"], ["damage", "--samples", "many"], ["demo", "extra"],
             ]
             let before = try outbox("log", log).stdout

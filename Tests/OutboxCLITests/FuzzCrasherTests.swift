@@ -12,7 +12,9 @@ struct FuzzCrasherTests {
     static var crashers: [String] {
         let targets = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         return targets.sorted().flatMap { target in
-            ((try? FileManager.default.contentsOfDirectory(atPath: folder.appending(path: target).path)) ?? []).sorted().map { "\(target)/\($0)" }
+            ((try? FileManager.default.contentsOfDirectory(atPath: folder.appending(path: target).path)) ?? []).sorted().map {
+                "\(target)/\($0)"
+            }
         }
     }
 
@@ -24,20 +26,28 @@ struct FuzzCrasherTests {
         // On a thread of its own, as libFuzzer calls it: a body may wait for async work (the CLI
         // target does), which must not hold one of the concurrency pool's few threads meanwhile.
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            Thread { body(bytes); done.resume() }.start()
+            Thread {
+                body(bytes)
+                done.resume()
+            }.start()
         }
     }
 
     @Test("the crashers folder is read") func found() { #expect(!Self.crashers.isEmpty) }
 
     /// The CLI target runs real command lines on its log: the exit statuses the tool documents (P5).
-    @Test("the CLI target runs the read-only commands", arguments: [
-        ("verify", [], 0), ("queue", ["--json"], 0), ("queue", ["--user", "nobody"], 0), ("history", ["1"], 0),
-        ("history", ["999"], 1), ("history", ["-1"], 2), ("history", ["1", "2"], 2), ("log", ["--from", "2", "--to", "3"], 0),
-        ("log", ["--from", "5", "--to", "1"], 2), ("log", ["--from=18446744073709551615"], 0), ("log", ["--from", "18446744073709551616"], 2),
-        ("replay", ["--until", "0"], 2), ("replay", ["--check-decisions"], 0), ("replay", ["--check-decisions", "--json"], 2),
-        ("verify", ["--no-such-option"], 2), ("help", [], 0), ("no-such-command", [], 2),
-    ] as [(String, [String], Int32)])
+    @Test(
+        "the CLI target runs the read-only commands",
+        arguments: [
+            ("verify", [], 0), ("queue", ["--json"], 0), ("queue", ["--user", "nobody"], 0), ("history", ["1"], 0),
+            ("history", ["999"], 1), ("history", ["-1"], 2), ("history", ["1", "2"], 2),
+            ("log", ["--from", "2", "--to", "3"], 0),
+            ("log", ["--from", "5", "--to", "1"], 2), ("log", ["--from=18446744073709551615"], 0),
+            ("log", ["--from", "18446744073709551616"], 2),
+            ("replay", ["--until", "0"], 2), ("replay", ["--check-decisions"], 0),
+            ("replay", ["--check-decisions", "--json"], 2),
+            ("verify", ["--no-such-option"], 2), ("help", [], 0), ("no-such-command", [], 2),
+        ] as [(String, [String], Int32)])
     func cli(_ command: String, _ words: [String], _ status: Int32) async throws {
         let first = try #require(FuzzTargets.cliCommands.firstIndex(of: command))
         let bytes = [UInt8(first)] + Array(words.joined(separator: "\u{0}").utf8)

@@ -1,12 +1,15 @@
 import Foundation
 import Outbox
-@testable import OutboxSimulation
 import Testing
+
+@testable import OutboxSimulation
 
 /// The simulation's storage model of a power loss (`PowerLoss`), and what R2.3 promises under it.
 @Suite("Power loss")
 struct PowerLossTests {
-    @Test("a power loss undoes a pass's last commit, never an enqueue's; the write is resent under its key and applied once (R2.3, R4.6)")
+    @Test(
+        "a power loss undoes a pass's last commit, never an enqueue's; the write is resent under its key and applied once (R2.3, R4.6)"
+    )
     func undoesTheLastPassCommit() async throws {
         let path = NSTemporaryDirectory() + "outbox-power-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -32,7 +35,9 @@ struct PowerLossTests {
         try PowerLoss.undoLastCommit(file: path + "/data.mdb")
         client = try await open()
         defer { client.close() }
-        #expect(try await client.queue.all().first { $0.id == id }?.state.name == "pending", "the verdict went with the undone commit")
+        #expect(
+            try await client.queue.all().first { $0.id == id }?.state.name == "pending", "the verdict went with the undone commit"
+        )
         #expect(try await client.verify().isOK)
         let second = try await client.sync()
         #expect(second.verdicts.map(\.replayed) == [true], "the instance replays its answer to the same key")

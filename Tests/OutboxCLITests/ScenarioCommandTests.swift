@@ -29,14 +29,19 @@ import Testing
         }
     }
 
-    @Test("scenario: exit 2 naming the step and the field for a file that is not a scenario", arguments: [
-        (#"{"name": "x", "steps": [{"signIn": "alice"}, {"sync": {}, "jump": 1}]}"#, "step 1, field \"jump\""),
-        (#"{"name": "x", "steps": [{"enqueue": {"ref": "a", "op": "insert", "key": {"id": 1}}}]}"#, "step 0, field \"enqueue.table\""),
-        (#"{"name": "x", "steps": [{"respond": [{"verdict": "maybe"}]}]}"#, "step 0, field \"respond[0]\""),
-        (#"{"name": "x", "steps": [{"discard": "nobody"}]}"#, "step 0, field \"ref\""),
-        (#"{"steps": []}"#, "field \"name\""),
-        ("not json", "not JSON"),
-    ])
+    @Test(
+        "scenario: exit 2 naming the step and the field for a file that is not a scenario",
+        arguments: [
+            (#"{"name": "x", "steps": [{"signIn": "alice"}, {"sync": {}, "jump": 1}]}"#, "step 1, field \"jump\""),
+            (
+                #"{"name": "x", "steps": [{"enqueue": {"ref": "a", "op": "insert", "key": {"id": 1}}}]}"#,
+                "step 0, field \"enqueue.table\""
+            ),
+            (#"{"name": "x", "steps": [{"respond": [{"verdict": "maybe"}]}]}"#, "step 0, field \"respond[0]\""),
+            (#"{"name": "x", "steps": [{"discard": "nobody"}]}"#, "step 0, field \"ref\""),
+            (#"{"steps": []}"#, "field \"name\""),
+            ("not json", "not JSON"),
+        ])
     func invalid(_ text: String, _ named: String) throws {
         try withTemporaryFolder { folder in
             let file = folder + "/bad.json"
@@ -64,7 +69,8 @@ import Testing
 }
 
 @Suite struct CrashHarnessTests {
-    @Test("crash: workers killed at named crash points lose nothing acknowledged (I1–I4); random kills run in scripts/reliability")
+    @Test(
+        "crash: workers killed at named crash points lose nothing acknowledged (I1–I4); random kills run in scripts/reliability")
     func crashHarness() throws {
         let run = try outbox("crash", "--kills", "0", "--points", "enqueue.afterCommit,pass.afterSend,pass.answerBeforeCommit")
         #expect(run.status == 0, "\(run.stdout)")
@@ -99,7 +105,8 @@ import Testing
             try makeLog(log, count: 2)
             // A timeout of zero seconds stands in for a reader that hangs on a damaged page.
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("outbox")
+            process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                .appendingPathComponent("outbox")
             process.arguments = ["verify", log]
             process.environment = ProcessInfo.processInfo.environment.merging(["OUTBOX_READ_TIMEOUT": "0"]) { $1 }
             let err = Pipe()

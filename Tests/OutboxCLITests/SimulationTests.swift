@@ -6,7 +6,8 @@ import Testing
 @Suite("Simulation")
 struct SimulationTests {
     static let regressions: [(seed: UInt64, steps: Int)] = {
-        let file = URL(filePath: #filePath).deletingLastPathComponent().appending(path: "../../Specs/simulation/regression-seeds.txt")
+        let file = URL(filePath: #filePath).deletingLastPathComponent().appending(
+            path: "../../Specs/simulation/regression-seeds.txt")
         return (try? RegressionSeeds.parse(String(contentsOf: file.standardized, encoding: .utf8))) ?? []
     }()
 

@@ -13,7 +13,7 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
     @Test func createsOwnerOnlyFiles() throws {
         try withTemporaryDirectory { path in
             let env = try Environment(path: path, databases: ["a"])
-            try env.write { txn in try txn.put(env.database("a"), key: [1], value: [2]) }
+            _ = try env.write { txn in try txn.put(env.database("a"), key: [1], value: [2]) }
             for file in ["data.mdb", "lock.mdb"] {
                 let mode = try FileManager.default.attributesOfItem(atPath: path + "/" + file)[.posixPermissions] as! Int
                 #expect(mode == 0o600, "\(file) is \(String(mode, radix: 8))")
@@ -39,7 +39,7 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
         try withTemporaryDirectory { path in
             do {
                 let env = try Environment(path: path, databases: ["a"])
-                try env.write { txn in try txn.put(env.database("a"), key: [1], value: [9]) }
+                _ = try env.write { txn in try txn.put(env.database("a"), key: [1], value: [9]) }
             }
             let env = try Environment(path: path, databases: ["a"])
             #expect(try env.read { try $0.get(env.database("a"), key: [1]) } == [9])
@@ -66,7 +66,7 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
     @Test func readOnlyOpenOfAnEmptyDataFileSaysItIsEmpty() throws {
         try withTemporaryDirectory { path in
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            FileManager.default.createFile(atPath: path + "/data.mdb", contents: Data())
+            _ = FileManager.default.createFile(atPath: path + "/data.mdb", contents: Data())
             var options = Environment.Options()
             options.readOnly = true
             do {
@@ -78,7 +78,7 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
             }
             #expect(try FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as? Int == 0)
             let env = try Environment(path: path, databases: ["a"])
-            try env.write { txn in try txn.put(env.database("a"), key: [1], value: [2]) }
+            _ = try env.write { txn in try txn.put(env.database("a"), key: [1], value: [2]) }
             #expect(try env.read { try $0.get(env.database("a"), key: [1]) } == [2])
         }
     }
@@ -89,11 +89,11 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
         try withTemporaryDirectory { path in
             let env = try Environment(path: path, databases: ["a"])
             #expect(!env.lastCommitSkippedMetaSync)
-            try env.write(sync: .withoutMetaSync) { txn in try txn.put(env.database("a"), key: [1], value: [1]) }
+            _ = try env.write(sync: .withoutMetaSync) { txn in try txn.put(env.database("a"), key: [1], value: [1]) }
             #expect(env.lastCommitSkippedMetaSync)
             try env.write { _ in }
             #expect(env.lastCommitSkippedMetaSync, "an empty commit writes no meta page")
-            try env.write { txn in try txn.put(env.database("a"), key: [2], value: [2]) }
+            _ = try env.write { txn in try txn.put(env.database("a"), key: [2], value: [2]) }
             #expect(!env.lastCommitSkippedMetaSync)
             try env.write(sync: .withoutMetaSync) { _ in }
             #expect(!env.lastCommitSkippedMetaSync, "an empty commit writes no meta page")
@@ -143,7 +143,12 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
                 for key: [UInt8] in [[1, 1], [1, 2], [2, 1], [0, 9]] { try txn.put(db, key: key, value: key) }
             }
             var seen: [[UInt8]] = []
-            try env.read { txn in try txn.forEach(db, prefix: [1]) { key, _ in seen.append(Array(key)); return true } }
+            try env.read { txn in
+                try txn.forEach(db, prefix: [1]) { key, _ in
+                    seen.append(Array(key))
+                    return true
+                }
+            }
             #expect(seen == [[1, 1], [1, 2]])
         }
     }

@@ -1,32 +1,46 @@
-@testable import Outbox
 import Testing
+
+@testable import Outbox
 
 /// One event of every kind, with every optional field filled somewhere.
 let everyKindOfEvent: [Event] = {
     let key = IdempotencyKey(high: 0x0123_4567_89AB_CDEF, low: 42)
-    let refusal = Refusal(status: 422, code: "23514", reason: "check_violation", message: "title too long", fields: ["title"],
-                          trashed: true, restorable: true, missingGrant: "todos.write")
+    let refusal = Refusal(
+        status: 422, code: "23514", reason: "check_violation", message: "title too long", fields: ["title"],
+        trashed: true, restorable: true, missingGrant: "todos.write")
     return [
         .logCreated(LogCreated(origin: key)),
-        .writeQueued(WriteQueued(id: 1, user: "alice", table: "todos", operation: .custom("complete_list"), key: ["id": 1],
-                                 body: ["title": "ü", "n": 1.5, "tags": ["a", nil, true]], baseVersion: -3, dependsOn: [7],
-                                 follows: [5, 6], idempotencyKey: key, atomicGroup: .init(first: 1, count: 3))),
+        .writeQueued(
+            WriteQueued(
+                id: 1, user: "alice", table: "todos", operation: .custom("complete_list"), key: ["id": 1],
+                body: ["title": "ü", "n": 1.5, "tags": ["a", nil, true]], baseVersion: -3, dependsOn: [7],
+                follows: [5, 6], idempotencyKey: key, atomicGroup: .init(first: 1, count: 3))),
         .sessionSettled(SessionSettled(user: "alice", identityChanged: true)),
         .sessionSettled(SessionSettled(user: nil, identityChanged: false)),
         .networkSwitched(NetworkSwitched(enabled: false)),
         .passStarted(PassStarted(passId: 9, user: "alice", table: "todos", automatic: true, maxRefusals: 5, batchSize: 50)),
         .attemptStarted(AttemptStarted(passId: 9, writes: [.init(id: 1, idempotencyKey: key)])),
-        .answerReceived(AnswerReceived(passId: 9, writes: [1, 2, 3, 4, 5, 6, 7], answer: .answered([
-            WriteAnswer(.accepted, replayed: true), WriteAnswer(.merged(fields: ["a"])),
-            WriteAnswer(.conflicted(siblingId: "s1", fields: ["b"])), WriteAnswer(.refused(refusal)),
-            WriteAnswer(.blocked(.keySpent, refusal: nil)), WriteAnswer(.failed(status: 503, text: "busy")), WriteAnswer(.skipped),
-        ]))),
-        .answerReceived(AnswerReceived(passId: 9, writes: [1], answer: .failed(
-            RequestFailure(kind: .http, status: 429, code: "PGRST204", retryAfter: "Wed, 21 Oct 2015 07:28:00 GMT", text: "slow down"))))
-        ,
+        .answerReceived(
+            AnswerReceived(
+                passId: 9, writes: [1, 2, 3, 4, 5, 6, 7],
+                answer: .answered([
+                    WriteAnswer(.accepted, replayed: true), WriteAnswer(.merged(fields: ["a"])),
+                    WriteAnswer(.conflicted(siblingId: "s1", fields: ["b"])), WriteAnswer(.refused(refusal)),
+                    WriteAnswer(.blocked(.keySpent, refusal: nil)), WriteAnswer(.failed(status: 503, text: "busy")),
+                    WriteAnswer(.skipped),
+                ]))),
+        .answerReceived(
+            AnswerReceived(
+                passId: 9, writes: [1],
+                answer: .failed(
+                    RequestFailure(
+                        kind: .http, status: 429, code: "PGRST204", retryAfter: "Wed, 21 Oct 2015 07:28:00 GMT", text: "slow down"
+                    )))),
         .answerReceived(AnswerReceived(passId: 9, writes: [1], answer: .contractBroken("2 verdicts for 1 write"))),
         .verdictRecorded(VerdictRecorded(writeId: 1, passId: 9, state: .refused(refusal), refusals: 1)),
-        .verdictRecorded(VerdictRecorded(writeId: 1, passId: nil, state: .blocked(.failingAlone, refusal: refusal), refusals: 2, replayed: true)),
+        .verdictRecorded(
+            VerdictRecorded(
+                writeId: 1, passId: nil, state: .blocked(.failingAlone, refusal: refusal), refusals: 2, replayed: true)),
         .verdictRecorded(VerdictRecorded(writeId: 1, passId: 9, state: .dead(nil), refusals: 5)),
         .verdictRecorded(VerdictRecorded(writeId: 1, passId: 9, state: .conflicted(siblingId: "x", fields: ["f"]), refusals: 0)),
         .schemaRefusalCounted(SchemaRefusalCounted(writeId: 1, passId: 9, count: 3)),
@@ -74,32 +88,36 @@ let everyKindOfEvent: [Event] = {
     /// version-1 layout of writeQueued, which had no atomic group.
     @Test func upcastsAHandMadeVersionOneWriteQueued() throws {
         var payload = ByteWriter()
-        payload.varint(UInt64(12))            // id
+        payload.varint(UInt64(12))  // id
         payload.string("alice")
         payload.string("todos")
-        payload.byte(0)                       // insert
+        payload.byte(0)  // insert
         JSONValue.object(["id": 12]).encode(into: &payload)
         JSONValue.object(["title": "old"]).encode(into: &payload)
-        payload.byte(0)                       // no baseVersion
-        payload.varint(0)                     // dependsOn
-        payload.varint(0)                     // follows
+        payload.byte(0)  // no baseVersion
+        payload.varint(0)  // dependsOn
+        payload.varint(0)  // follows
         IdempotencyKey(high: 1, low: 2).encode(into: &payload)
         var body = ByteWriter()
-        body.byte(1)                          // version 1
+        body.byte(1)  // version 1
         body.byte(EventType.writeQueued.rawValue)
         body.signed(1_000)
         body.raw(payload.bytes)
         let crc = body.bytes.withUnsafeBytes { RecordCodec.checksum(sequence: 4, body: $0) }
         body.littleEndian32(crc)
         let decoded = try RecordCodec.decode(body.bytes, sequence: 4)
-        guard case .writeQueued(let queued) = decoded.event else { Issue.record("not a writeQueued"); return }
+        guard case .writeQueued(let queued) = decoded.event else {
+            Issue.record("not a writeQueued")
+            return
+        }
         #expect(queued.id == 12)
         #expect(queued.body == ["title": "old"])
         #expect(queued.atomicGroup == nil)
     }
 
     @Test func newerVersionIsAClearError() throws {
-        var record = RecordCodec.encode(.networkSwitched(NetworkSwitched(enabled: true)), at: Timestamp(milliseconds: 0), sequence: 1)
+        var record = RecordCodec.encode(
+            .networkSwitched(NetworkSwitched(enabled: true)), at: Timestamp(milliseconds: 0), sequence: 1)
         record[0] = 9
         record = RecordCodec.fixingChecksum(record, sequence: 1)
         #expect(throws: RecordCodec.Failure.newerVersion(type: "networkSwitched", version: 9, known: 1)) {
@@ -172,7 +190,8 @@ let everyKindOfEvent: [Event] = {
     /// The system source draws in blocks of 64: numbers across several blocks (and from two sources)
     /// are all different, so idempotency keys and origins never repeat (R2.1).
     @Test func theSystemSourceNeverRepeatsAcrossBlocks() {
-        let a = SystemRandomSource(), b = SystemRandomSource()
+        let a = SystemRandomSource()
+        let b = SystemRandomSource()
         let drawn = (0..<300).flatMap { _ in [a.next(), b.next()] }
         #expect(Set(drawn).count == drawn.count)
         #expect(Set((0..<100).map { _ in IdempotencyKey(using: a) }).count == 100)
@@ -184,31 +203,44 @@ let everyKindOfEvent: [Event] = {
         let key: JSONValue = ["id": 1]
         #expect(key.canonicalBytes == [7, 1, 2, 0x69, 0x64, 3, 2])
         #expect(StableHash.of("alice", "todos", "id") == 0xF9EC_8866_2056_F13F)
-        #expect(RowKey.of(user: "alice", table: "todos", key: key) == Key.id(0xF9EC_8866_2056_F13F) + [1, 0x80, 0, 0, 0, 0, 0, 0, 1])
+        #expect(
+            RowKey.of(user: "alice", table: "todos", key: key) == Key.id(0xF9EC_8866_2056_F13F) + [1, 0x80, 0, 0, 0, 0, 0, 0, 1])
         #expect(RowKey.of(user: "alice", table: "todos", key: ["id": "1"]) == Key.id(0xF9EC_8866_2056_F13F) + [3, 0x31])
         let long = String(repeating: "x", count: RowKey.maxKeptString + 1)
-        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": .string(long)]) == Key.id(StableHash.of("alice", "todos")) + [2] + Key.id(StableHash.of((["id": .string(long)] as JSONValue).canonicalBytes)))
-        let integers = [Int64.min, -5, -1, 0, 1, 2, 10, 255, 256, 1_000_000, .max].map { RowKey.of(user: "alice", table: "todos", key: ["id": .int($0)]) }
+        #expect(
+            RowKey.of(user: "alice", table: "todos", key: ["id": .string(long)]) == Key.id(StableHash.of("alice", "todos")) + [2]
+                + Key.id(StableHash.of((["id": .string(long)] as JSONValue).canonicalBytes)))
+        let integers = [Int64.min, -5, -1, 0, 1, 2, 10, 255, 256, 1_000_000, .max].map {
+            RowKey.of(user: "alice", table: "todos", key: ["id": .int($0)])
+        }
         // UUIDv7s made one millisecond apart, and ULIDs: their text order is their time order.
-        let strings = ["0190b6e2-0000-7000-8000-000000000000", "0190b6e2-0001-7000-8000-000000000000", "0190b6e3-0000-7000-8000-000000000000",
-                       "01HZY3K9Q80000000000000000", "01HZY3K9Q80000000000000001", "01HZY3K9Q90000000000000000"]
-            .map { RowKey.of(user: "alice", table: "todos", key: ["id": .string($0)]) }
+        let strings = [
+            "0190b6e2-0000-7000-8000-000000000000", "0190b6e2-0001-7000-8000-000000000000",
+            "0190b6e3-0000-7000-8000-000000000000",
+            "01HZY3K9Q80000000000000000", "01HZY3K9Q80000000000000001", "01HZY3K9Q90000000000000000",
+        ]
+        .map { RowKey.of(user: "alice", table: "todos", key: ["id": .string($0)]) }
         for ordered in [integers, strings] {
             for (a, b) in zip(ordered, ordered.dropFirst()) {
                 #expect(a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in Key.precedes(x, y) } })
             }
         }
         let distinct: [JSONValue] = [
-            ["id": 2], ["uid": 2], ["id": "2"], ["uid": "2"], ["id": "20"], ["id": ""], ["id": .string(long)], ["id": 2.5], ["id": 2, "list": 1], [:],
+            ["id": 2], ["uid": 2], ["id": "2"], ["uid": "2"], ["id": "20"], ["id": ""], ["id": .string(long)], ["id": 2.5],
+            ["id": 2, "list": 1], [:],
         ]
         let keys = distinct.map { RowKey.of(user: "alice", table: "todos", key: $0) }
         #expect(Set(keys).count == distinct.count)
-        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": 2]) != RowKey.of(user: "bob", table: "todos", key: ["id": 2]))
-        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": 2]) != RowKey.of(user: "alice", table: "lists", key: ["id": 2]))
+        #expect(
+            RowKey.of(user: "alice", table: "todos", key: ["id": 2]) != RowKey.of(user: "bob", table: "todos", key: ["id": 2]))
+        #expect(
+            RowKey.of(user: "alice", table: "todos", key: ["id": 2]) != RowKey.of(user: "alice", table: "lists", key: ["id": 2]))
     }
 
-    @Test(arguments: ["", "{", "[1,]", "{\"a\":1,\"a\":2}", "01", "1.", "\"\\x\"", "nul", "{} {}", "\"\u{01}\"", "[\"\\ud800\"]",
-                      String(repeating: "[", count: 65) + String(repeating: "]", count: 65), "1e999"])
+    @Test(arguments: [
+        "", "{", "[1,]", "{\"a\":1,\"a\":2}", "01", "1.", "\"\\x\"", "nul", "{} {}", "\"\u{01}\"", "[\"\\ud800\"]",
+        String(repeating: "[", count: 65) + String(repeating: "]", count: 65), "1e999",
+    ])
     func refusesWhatIsNotJSON(_ text: String) {
         #expect(throws: JSONText.ParseError.self) { try JSONText.parse(text) }
     }

@@ -1,6 +1,7 @@
-@testable import Outbox
 import OutboxLMDB
 import Testing
+
+@testable import Outbox
 
 @Suite struct EnqueueTests {
     // R2.1
@@ -182,7 +183,10 @@ import Testing
             let before = client.log.environment.mapSize
             let body: JSONValue = ["text": .string(String(repeating: "x", count: 500))]
             for batch in 0..<10 {
-                _ = try await client.enqueue(contentsOf: (0..<100).map { Write.insert(into: "notes", key: ["id": .int(Int64(batch * 100 + $0))], body: body) })
+                _ = try await client.enqueue(
+                    contentsOf: (0..<100).map {
+                        Write.insert(into: "notes", key: ["id": .int(Int64(batch * 100 + $0))], body: body)
+                    })
             }
             #expect(client.log.environment.mapSize > before)
             #expect(try await client.queue.all().count == 1000)

@@ -1,6 +1,7 @@
-@testable import Outbox
 import OutboxLMDB
 import Testing
+
+@testable import Outbox
 
 /// Random events of every kind against a real log: the projections folded as events were appended
 /// must equal a fresh rebuild, byte for byte (R8.2, P4).
@@ -10,8 +11,9 @@ import Testing
         func pick<T>(_ values: [T]) -> T { values[Int(random.next(below: UInt64(values.count)))] }
         let id = ids.isEmpty || random.next(below: 20) == 0 ? WriteID(random.next(below: nextId + 3)) : pick(ids)
         let key = IdempotencyKey(high: random.next(), low: random.next())
-        let refusal = Refusal(status: pick([400, 409, 422, nil]), code: pick(["23505", nil]), message: pick(["boom", nil]),
-                              isFinal: random.next(below: 4) == 0)
+        let refusal = Refusal(
+            status: pick([400, 409, 422, nil]), code: pick(["23505", nil]), message: pick(["boom", nil]),
+            isFinal: random.next(below: 4) == 0)
         let state: WriteState = pick([
             .pending, .accepted, .merged(fields: ["a"]), .conflicted(siblingId: "s", fields: []), .refused(refusal),
             .blocked(pick(BlockedReason.allCases), refusal: pick([refusal, nil])), .dead(refusal),
@@ -24,29 +26,51 @@ import Testing
             for offset in 0..<count {
                 let user = pick(users)
                 let rowKey: JSONValue = ["id": .int(Int64(random.next(below: 6)))]
-                events.append(.writeQueued(WriteQueued(
-                    id: WriteID(first + UInt64(offset)), user: user, table: pick(["todos", "lists"]), operation: pick([.insert, .update, .delete, .custom("x")]),
-                    key: rowKey, body: ["n": .int(Int64(random.next(below: 100)))], baseVersion: nil,
-                    dependsOn: ids.isEmpty ? [] : [pick(ids)], follows: [], idempotencyKey: key,
-                    atomicGroup: count > 1 ? .init(first: WriteID(first), count: count) : nil)))
+                events.append(
+                    .writeQueued(
+                        WriteQueued(
+                            id: WriteID(first + UInt64(offset)), user: user, table: pick(["todos", "lists"]),
+                            operation: pick([.insert, .update, .delete, .custom("x")]),
+                            key: rowKey, body: ["n": .int(Int64(random.next(below: 100)))], baseVersion: nil,
+                            dependsOn: ids.isEmpty ? [] : [pick(ids)], follows: [], idempotencyKey: key,
+                            atomicGroup: count > 1 ? .init(first: WriteID(first), count: count) : nil)))
             }
             nextId += UInt64(count)
             return events
-        case 4, 5, 6, 7: return [.verdictRecorded(VerdictRecorded(writeId: id, passId: 1, state: state, refusals: Int(random.next(below: 6)), replayed: random.next(below: 2) == 0))]
-        case 8: return [.sessionSettled(SessionSettled(user: pick(users + [nil as String?].compactMap { $0 }), identityChanged: random.next(below: 3) == 0))]
+        case 4, 5, 6, 7:
+            return [
+                .verdictRecorded(
+                    VerdictRecorded(
+                        writeId: id, passId: 1, state: state, refusals: Int(random.next(below: 6)),
+                        replayed: random.next(below: 2) == 0))
+            ]
+        case 8:
+            return [
+                .sessionSettled(
+                    SessionSettled(
+                        user: pick(users + [nil as String?].compactMap { $0 }), identityChanged: random.next(below: 3) == 0))
+            ]
         case 9: return [.networkSwitched(NetworkSwitched(enabled: random.next(below: 2) == 0))]
-        case 10: return [.passStarted(PassStarted(passId: 1, user: pick(users), table: nil, automatic: true, maxRefusals: 5, batchSize: 50)),
-                         .attemptStarted(AttemptStarted(passId: 1, writes: [.init(id: id, idempotencyKey: key)])),
-                         .answerReceived(AnswerReceived(passId: 1, writes: [id], answer: .answered([WriteAnswer(.skipped)]))),
-                         .passEnded(PassEnded(passId: 1, stoppedBy: nil))]
+        case 10:
+            return [
+                .passStarted(
+                    PassStarted(passId: 1, user: pick(users), table: nil, automatic: true, maxRefusals: 5, batchSize: 50)),
+                .attemptStarted(AttemptStarted(passId: 1, writes: [.init(id: id, idempotencyKey: key)])),
+                .answerReceived(AnswerReceived(passId: 1, writes: [id], answer: .answered([WriteAnswer(.skipped)]))),
+                .passEnded(PassEnded(passId: 1, stoppedBy: nil)),
+            ]
         case 11: return [.schemaRefusalCounted(SchemaRefusalCounted(writeId: id, passId: 1, count: Int(random.next(below: 10))))]
-        case 12: return [.writeFailed(WriteFailed(writeId: id, passId: 1, status: 503, text: "x", streak: Int(random.next(below: 3))))]
+        case 12:
+            return [.writeFailed(WriteFailed(writeId: id, passId: 1, status: 503, text: "x", streak: Int(random.next(below: 3))))]
         case 13: return [.batchAborted(BatchAborted(passId: 1, writes: [id]))]
         case 14: return [.writeReleased(WriteReleased(writeId: id, idempotencyKey: key, reason: nil))]
         case 15: return [.writeWithdrawn(WriteWithdrawn(writeId: id, row: ["id": 1]))]
         case 16: return [.writeDiscarded(WriteDiscarded(writeId: id, withDependents: false))]
         case 17: return [pick([.answersTaken(AnswersCleared(writes: [id])), .answersForgotten(AnswersCleared(writes: [id]))])]
-        default: return [.localDataCleared(LocalDataCleared(user: pick(users), writes: ids.filter { _ in random.next(below: 4) == 0 }))]
+        default:
+            return [
+                .localDataCleared(LocalDataCleared(user: pick(users), writes: ids.filter { _ in random.next(below: 4) == 0 }))
+            ]
         }
     }
 
@@ -77,9 +101,15 @@ import Testing
                 for case .writeQueued(let queued) in events { ids.append(queued.id) }
                 // Sometimes through the real queue calls too.
                 switch random.next(below: 10) {
-                case 0: _ = try await client.enqueue(todo(Int64(random.next(below: 5)))); ids.append(WriteID(try client.log.read { try $0.nextWriteID() } - 1)); nextId = ids.last!.rawValue + 1
+                case 0:
+                    _ = try await client.enqueue(todo(Int64(random.next(below: 5))))
+                    ids.append(WriteID(try client.log.read { try $0.nextWriteID() } - 1))
+                    nextId = ids.last!.rawValue + 1
                 case 1: _ = try? await client.queue.takeAnswered()
-                case 2: if !ids.isEmpty { _ = try? await client.queue.discard(ids[Int(random.next(below: UInt64(ids.count)))], withDependents: true) }
+                case 2:
+                    if !ids.isEmpty {
+                        _ = try? await client.queue.discard(ids[Int(random.next(below: UInt64(ids.count)))], withDependents: true)
+                    }
                 default: break
                 }
                 try await client.log.append { appender in for event in events { try appender.append(event) } }
@@ -99,7 +129,9 @@ import Testing
             let client = try await openClient(path)
             let id = try await client.enqueue(todo(1))
             _ = try client.log.environment.write { txn in
-                try txn.put(client.log.environment.database("pending"), key: Array("mallory".utf8) + [0, 0, 0, 0, 0, 0, 0, 0, 9], value: [])
+                try txn.put(
+                    client.log.environment.database("pending"), key: Array("mallory".utf8) + [0, 0, 0, 0, 0, 0, 0, 0, 9],
+                    value: [])
             }
             let report = try await client.verify()
             #expect(!report.isOK)
@@ -122,7 +154,10 @@ import Testing
             _ = try await client.queue.release(a)
             try await client.record(a, .accepted)
             _ = try await client.queue.takeAnswered()
-            #expect(try await client.history(of: a).map(\.event.type) == [.writeQueued, .verdictRecorded, .writeReleased, .verdictRecorded, .answersTaken])
+            #expect(
+                try await client.history(of: a).map(\.event.type) == [
+                    .writeQueued, .verdictRecorded, .writeReleased, .verdictRecorded, .answersTaken,
+                ])
             #expect(try await client.history(of: b).map(\.event.type) == [.writeQueued])
             await #expect(throws: OutboxError.notFound) { try await client.history(of: 42) }
 
@@ -161,16 +196,21 @@ import Testing
                 first = try await client.enqueue(.insert(into: "todos", key: row, body: ["title": "milk"]))
                 let environment = client.log.environment
                 try environment.write { txn in
-                    let rows = environment.database("rows"), meta = environment.database("meta")
+                    let rows = environment.database("rows")
+                    let meta = environment.database("meta")
                     let kept = RowKey.of(user: "alice", table: "todos", key: row)
                     let ids = try #require(try txn.get(rows, key: kept))
                     _ = try txn.delete(rows, key: kept)
-                    _ = try txn.put(rows, key: Key.id(StableHash.of("alice", "todos")) + [2] + Key.id(StableHash.of(row.canonicalBytes)), value: ids)
+                    _ = try txn.put(
+                        rows, key: Key.id(StableHash.of("alice", "todos")) + [2] + Key.id(StableHash.of(row.canonicalBytes)),
+                        value: ids)
                     _ = try txn.put(meta, key: MetaKey.layout, value: Key.id(6))
                 }
             }
             let client = try await openClient(path)
-            let layout = try client.log.environment.read { txn in try txn.get(client.log.environment.database("meta"), key: MetaKey.layout) }
+            let layout = try client.log.environment.read { txn in
+                try txn.get(client.log.environment.database("meta"), key: MetaKey.layout)
+            }
             #expect(layout == Key.id(projectionLayoutVersion))
             #expect(try await client.verify().isOK)
             let second = try await client.enqueue(.update("todos", key: row, set: ["done": true]))
@@ -178,7 +218,6 @@ import Testing
         }
     }
 }
-
 
 /// The write-back store of a write transaction (Specs/decisions/006): what the fold changed is seen by
 /// the transaction's own reads and scans before anything is written, and everything is in LMDB after
@@ -189,8 +228,10 @@ import Testing
             let log = try EventLog(path: path)
             let key = IdempotencyKey(high: 1, low: 2)
             func queued(_ id: UInt64, row: Int64) -> Event {
-                .writeQueued(WriteQueued(id: WriteID(id), user: "alice", table: "todos", operation: .insert, key: ["id": .int(row)],
-                                         body: [:], baseVersion: nil, dependsOn: [], follows: [], idempotencyKey: key, atomicGroup: nil))
+                .writeQueued(
+                    WriteQueued(
+                        id: WriteID(id), user: "alice", table: "todos", operation: .insert, key: ["id": .int(row)],
+                        body: [:], baseVersion: nil, dependsOn: [], follows: [], idempotencyKey: key, atomicGroup: nil))
             }
             try log.transaction(sync: .standard) { appender in
                 try appender.append(queued(1, row: 1))

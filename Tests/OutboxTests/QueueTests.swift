@@ -1,6 +1,7 @@
-@testable import Outbox
 import Synchronization
 import Testing
+
+@testable import Outbox
 
 /// A transport that only reads rows (the queue's part of the boundary), from a table it is given; a
 /// send gets a dropped connection.
@@ -102,9 +103,10 @@ final class RowTransport: OutboxTransport {
         try await withTemporaryLog { path in
             let client = try await openClient(path)
             let list = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
-            let waiting = try await client.enqueue(contentsOf: (1...4).map { n in
-                .insert(into: "todos", key: ["id": .int(Int64(n))], body: [:], dependsOn: [list])
-            })
+            let waiting = try await client.enqueue(
+                contentsOf: (1...4).map { n in
+                    .insert(into: "todos", key: ["id": .int(Int64(n))], body: [:], dependsOn: [list])
+                })
             let answered = try await client.enqueue(.insert(into: "todos", key: ["id": 9], body: [:], dependsOn: [list]))
             try await client.record(list, .refused(Refusal(status: 409)), refusals: 1)
             try await client.record(waiting[1], .refused(Refusal(reason: "its atomic group was aborted")), refusals: 1)
@@ -168,7 +170,10 @@ final class RowTransport: OutboxTransport {
             #expect(try await client.write(edit) == nil)
             #expect(try await client.write(after)?.state == .refused(.unsent(because: "the update it waits for was withdrawn")))
             let history = try await client.history(of: edit)
-            guard case .writeWithdrawn(let withdrawn)? = history.last?.event else { Issue.record("no writeWithdrawn"); return }
+            guard case .writeWithdrawn(let withdrawn)? = history.last?.event else {
+                Issue.record("no writeWithdrawn")
+                return
+            }
             #expect(withdrawn.row == ["id": 1, "title": "server's"])
         }
     }

@@ -1,7 +1,8 @@
 import Foundation
-@testable import Outbox
 import Synchronization
 import Testing
+
+@testable import Outbox
 
 /// A transport in front of a simulated instance that holds its first send until `open()`.
 final class GatedTransport: OutboxTransport {
@@ -48,7 +49,9 @@ final class GatedTransport: OutboxTransport {
 }
 
 /// A client (batches of one) with `writes` queued, and a sync of it held inside its first send.
-func syncHeldAtItsFirstSend(_ path: String, writes: Int) async throws -> (OutboxClient, GatedTransport, Task<SyncReport, any Error>) {
+func syncHeldAtItsFirstSend(_ path: String, writes: Int) async throws -> (
+    OutboxClient, GatedTransport, Task<SyncReport, any Error>
+) {
     let transport = GatedTransport()
     var configuration = testConfiguration()
     configuration.batchSize = 1
@@ -66,9 +69,11 @@ func eventually(_ condition: () -> Bool) async {
 
 @Suite("Classification (R4.3)")
 struct ClassificationTests {
-    @Test("statuses and codes that may pass stop the pass", arguments: [
-        (401, nil), (408, nil), (429, nil), (500, nil), (502, nil), (503, nil), (504, nil), (403, "42501"), (400, "42501"),
-    ] as [(Int, String?)])
+    @Test(
+        "statuses and codes that may pass stop the pass",
+        arguments: [
+            (401, nil), (408, nil), (429, nil), (500, nil), (502, nil), (503, nil), (504, nil), (403, "42501"), (400, "42501"),
+        ] as [(Int, String?)])
     func mayPass(_ status: Int, _ code: String?) {
         #expect(Classification.of(status: status, code: code) == .mayPass)
     }
@@ -78,16 +83,21 @@ struct ClassificationTests {
         #expect(Classification.of(status: status, code: code) == .schemaCache)
     }
 
-    @Test("other 4xx and the refusing SQLSTATE classes refuse", arguments: [
-        (400, "23502"), (400, "P0001"), (409, "23503"), (409, "23505"), (413, nil), (422, "23514"), (404, nil), (403, nil), (400, "0A000"),
-    ] as [(Int, String?)])
+    @Test(
+        "other 4xx and the refusing SQLSTATE classes refuse",
+        arguments: [
+            (400, "23502"), (400, "P0001"), (409, "23503"), (409, "23505"), (413, nil), (422, "23514"), (404, nil), (403, nil),
+            (400, "0A000"),
+        ] as [(Int, String?)])
     func refusal(_ status: Int, _ code: String?) {
         #expect(Classification.of(status: status, code: code) == .refusal)
     }
 
     @Test("a code with no status: SQLSTATE classes 22, 23, 42 (not 42501), P0001, 0A000 refuse")
     func codesAlone() {
-        for code in ["22P02", "23505", "42703", "P0001", "0A000"] { #expect(Classification.of(status: nil, code: code) == .refusal) }
+        for code in ["22P02", "23505", "42703", "P0001", "0A000"] {
+            #expect(Classification.of(status: nil, code: code) == .refusal)
+        }
         #expect(Classification.of(status: nil, code: "42501") == .mayPass)
         #expect(Classification.of(status: nil, code: "XX000") == .mayPass)
     }
@@ -278,7 +288,10 @@ struct ReplayerTests {
             var seen: [OutboxEvent] = []
             for await event in events { seen.append(event) }
             #expect(seen.contains(.localChanged))
-            #expect(seen.contains(.mutationRejected(WriteID(1), .init(status: 422, code: "23514", fields: ["title"], refusals: 1, isFinal: false))))
+            #expect(
+                seen.contains(
+                    .mutationRejected(
+                        WriteID(1), .init(status: 422, code: "23514", fields: ["title"], refusals: 1, isFinal: false))))
             #expect(seen.contains(.columnOverwritten(WriteID(2), fields: ["title"])))
             #expect(seen.contains(.blocked(WriteID(3), .keySpent)))
             #expect(seen.contains(.batchAborted([WriteID(4), WriteID(5)])))
@@ -355,12 +368,14 @@ struct DeciderTests {
     }
 
     static func decide(_ answer: RequestAnswer, writes: [UInt64] = [1], refusals: Int = 0) throws -> Decider.Decision {
-        let input = Decider.Input(passId: 9, writes: writes.map { WriteID($0) }, answer: answer, maxRefusals: 5, at: Timestamp(milliseconds: 0))
+        let input = Decider.Input(
+            passId: 9, writes: writes.map { WriteID($0) }, answer: answer, maxRefusals: 5, at: Timestamp(milliseconds: 0))
         return try Decider.decide(input) { entry($0.rawValue, refusals: refusals) }
     }
 
-    @Test("no connection, a timeout and a device failure stop the pass as network failures and charge nothing",
-          arguments: RequestFailure.Kind.allCases.filter { $0 != .http })
+    @Test(
+        "no connection, a timeout and a device failure stop the pass as network failures and charge nothing",
+        arguments: RequestFailure.Kind.allCases.filter { $0 != .http })
     func environmental(_ kind: RequestFailure.Kind) throws {
         let decision = try Self.decide(.failed(RequestFailure(kind: kind)))
         #expect(decision.next == .stop(PassFailure(kind: .network)))

@@ -1,6 +1,7 @@
-@testable import Outbox
 import Synchronization
 import Testing
+
+@testable import Outbox
 
 @Suite struct SeamTests {
     // TESTING.md §2: a crash point does nothing until armed, then acts at its n-th pass.

@@ -1,6 +1,7 @@
 import Foundation
-@testable import Outbox
 import Testing
+
+@testable import Outbox
 
 /// A fresh folder path (not created) under the temporary directory, removed when the test ends.
 func withTemporaryLog<R>(_ body: (String) async throws -> R) async rethrows -> R {
@@ -19,8 +20,10 @@ func testConfiguration(seed: UInt64 = 1, clock: ManualClock = ManualClock()) -> 
 }
 
 /// Opens a client on `path` signed in as `user`.
-func openClient(_ path: String, user: String? = "alice", configuration: OutboxConfiguration = testConfiguration(),
-                transport: (any OutboxTransport)? = nil) async throws -> OutboxClient {
+func openClient(
+    _ path: String, user: String? = "alice", configuration: OutboxConfiguration = testConfiguration(),
+    transport: (any OutboxTransport)? = nil
+) async throws -> OutboxClient {
     let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
     if let user { try await client.settleSession(user: user, accessToken: nil) }
     return client
@@ -39,7 +42,9 @@ extension OutboxClient {
     func write(_ id: WriteID) async throws -> QueuedWrite? { try await queue.all().first { $0.id == id } }
 }
 
-func todo(_ id: Int64, _ title: String = "milk") -> Write { .insert(into: "todos", key: ["id": .int(id)], body: ["title": .string(title)]) }
+func todo(_ id: Int64, _ title: String = "milk") -> Write {
+    .insert(into: "todos", key: ["id": .int(id)], body: ["title": .string(title)])
+}
 
 /// A JWT-shaped token whose payload names `subject` (unsigned: the library does not check signatures).
 func token(subject: String) -> String {

@@ -1,6 +1,7 @@
 import Foundation
-@testable import Outbox
 import Testing
+
+@testable import Outbox
 
 @Suite("Sync passes")
 struct SyncTests {
@@ -33,8 +34,12 @@ struct DecisionCheckTests {
             let refusal = Refusal(status: 422, code: "23514")
             try await client.log.append { appender in
                 let pass = appender.nextSequence
-                try appender.append(.passStarted(PassStarted(passId: pass, user: "alice", table: nil, automatic: false, maxRefusals: 5, batchSize: 1)))
-                try appender.append(.answerReceived(AnswerReceived(passId: pass, writes: [id], answer: .answered([WriteAnswer(.refused(refusal))]))))
+                try appender.append(
+                    .passStarted(
+                        PassStarted(passId: pass, user: "alice", table: nil, automatic: false, maxRefusals: 5, batchSize: 1)))
+                try appender.append(
+                    .answerReceived(
+                        AnswerReceived(passId: pass, writes: [id], answer: .answered([WriteAnswer(.refused(refusal))]))))
                 // What an older version might have decided: accepted. Today's decides refused.
                 try appender.append(.verdictRecorded(VerdictRecorded(writeId: id, passId: pass, state: .accepted, refusals: 0)))
                 try appender.append(.passEnded(PassEnded(passId: pass, stoppedBy: nil)))
@@ -52,8 +57,12 @@ struct DecisionCheckTests {
             let id = try await client.enqueue(todo(1))
             try await client.log.append { appender in
                 let pass = appender.nextSequence
-                try appender.append(.passStarted(PassStarted(passId: pass, user: "alice", table: nil, automatic: false, maxRefusals: 5, batchSize: 1)))
-                try appender.append(.answerReceived(AnswerReceived(passId: pass, writes: [id], answer: .failed(RequestFailure(kind: .http, status: 503)))))
+                try appender.append(
+                    .passStarted(
+                        PassStarted(passId: pass, user: "alice", table: nil, automatic: false, maxRefusals: 5, batchSize: 1)))
+                try appender.append(
+                    .answerReceived(
+                        AnswerReceived(passId: pass, writes: [id], answer: .failed(RequestFailure(kind: .http, status: 503)))))
                 try appender.append(.passEnded(PassEnded(passId: pass, stoppedBy: nil)))
             }
             let report = try client.log.checkDecisions()

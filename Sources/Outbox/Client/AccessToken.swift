@@ -24,6 +24,7 @@ extension AccessToken {
             Data(text.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
                 .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         }
-        return base64URL("{\"alg\":\"none\"}") + "." + base64URL("{\"sub\":" + JSONText.quote(subject) + ",\"iat\":\(serial)}") + ".unsigned"
+        return base64URL("{\"alg\":\"none\"}") + "." + base64URL("{\"sub\":" + JSONText.quote(subject) + ",\"iat\":\(serial)}")
+            + ".unsigned"
     }
 }

@@ -1,6 +1,6 @@
 public import Foundation
-internal import Synchronization
 internal import OutboxLMDB
+internal import Synchronization
 
 /// The outbox of one log: enqueue writes, look at the queue, act on it, audit it.
 ///
@@ -215,7 +215,10 @@ public final class OutboxClient: Sendable {
     public func events(from: UInt64 = 1, through to: UInt64 = .max) async throws -> [RecordedEvent] {
         try checkOpen()
         var events: [RecordedEvent] = []
-        try log.forEachEvent(from: from, to: to) { events.append($0); return true }
+        try log.forEachEvent(from: from, to: to) {
+            events.append($0)
+            return true
+        }
         return events
     }
 }

@@ -22,7 +22,9 @@ public struct OutboxQueue: Sendable {
             guard !answers.isEmpty else { return [] }
             let session = try appender.reader.session()
             let latched = session?.identityChanged == true ? session?.user : nil
-            let writes = try answers.map { try QueuedWrite.render($0.0, $0.1, reader: appender.reader, identityLatchedFor: latched) }
+            let writes = try answers.map {
+                try QueuedWrite.render($0.0, $0.1, reader: appender.reader, identityLatchedFor: latched)
+            }
             try appender.append(.answersTaken(AnswersCleared(writes: answers.map(\.0))))
             return writes
         }
@@ -112,7 +114,8 @@ public struct OutboxQueue: Sendable {
         } catch let error as OutboxError {
             throw error
         } catch {
-            throw OutboxError(.rowReadFailed, "reading the row of write \(id) from the instance failed; nothing changed", writeID: id)
+            throw OutboxError(
+                .rowReadFailed, "reading the row of write \(id) from the instance failed; nothing changed", writeID: id)
         }
         let withdrawn = try await client.log.append { appender in
             try QueueOperations.withdraw(id, user: user, expected: entry, row: row, appender: &appender)

@@ -48,7 +48,9 @@ extension OutboxClient {
     @discardableResult
     public func sync(table: String? = nil) async throws -> SyncReport {
         try checkOpen()
-        guard transport != nil else { throw OutboxError(.noTransport, "sync sends through a transport, and this client has none") }
+        guard transport != nil else {
+            throw OutboxError(.noTransport, "sync sends through a transport, and this client has none")
+        }
         // The app's own pass goes at once and moves no wait; it ends an offline period's silence (R5.3, R5.4).
         syncState.withLock { $0.offlineAttemptSpent = false }
         return try await requestPass(table: table, automatic: false).get()
@@ -82,7 +84,8 @@ extension OutboxClient {
             let automatic = state.waiting.removeValue(forKey: table)?.automatic ?? false
             // An automatic pass that waited behind another checks the gates again: that one may have
             // armed a backoff, received a Retry-After or spent the offline attempt (R5.3, R5.4).
-            let held = automatic
+            let held =
+                automatic
                 && (state.timer != nil || state.retryAfterUntil.map { $0 > now } == true
                     || (state.monitorOnline == false && state.offlineAttemptSpent) || state.networkDisabled)
             if !held { state.isSyncing = true }
@@ -186,7 +189,11 @@ extension OutboxClient {
     func trigger(_ reason: Trigger) {
         guard configuration.autoSync, transport != nil, !isClosedNow else { return }
         let now = configuration.clock.now()
-        enum Decision { case run, wait(Timestamp), nothing }
+        enum Decision {
+            case run
+            case wait(Timestamp)
+            case nothing
+        }
         let decision = syncState.withLock { state -> Decision in
             guard !state.networkDisabled else { return .nothing }
             switch reason {
@@ -231,7 +238,9 @@ extension OutboxClient {
         while let task = syncState.withLock({ $0.inFlight.values.first }) {
             await task.value
             // A task removes itself when done; one that finished is gone on the next look.
-            _ = syncState.withLock { state in state.inFlight.first { $0.value == task }.map { state.inFlight.removeValue(forKey: $0.key) } }
+            _ = syncState.withLock { state in
+                state.inFlight.first { $0.value == task }.map { state.inFlight.removeValue(forKey: $0.key) }
+            }
         }
     }
 
@@ -257,7 +266,9 @@ extension OutboxClient {
             return !state.networkDisabled
         }
         refreshStatus()
-        if changed, !isClosedNow { _ = try? await log.append { try $0.append(.networkSwitched(NetworkSwitched(enabled: false))) } }
+        if changed, !isClosedNow {
+            _ = try? await log.append { try $0.append(.networkSwitched(NetworkSwitched(enabled: false))) }
+        }
     }
 
     /// Switches network access back on; with autoSync, a pass follows (R5.2).

@@ -24,11 +24,21 @@ public enum CRC32C {
         var index = 0
         let count = bytes.count
         tables.withUnsafeBufferPointer { t in
-            let t0 = t[0], t1 = t[1], t2 = t[2], t3 = t[3], t4 = t[4], t5 = t[5], t6 = t[6], t7 = t[7]
+            let t0 = t[0]
+            let t1 = t[1]
+            let t2 = t[2]
+            let t3 = t[3]
+            let t4 = t[4]
+            let t5 = t[5]
+            let t6 = t[6]
+            let t7 = t[7]
             while count - index >= 8 {
-                let lo = crc ^ (UInt32(bytes[index]) | UInt32(bytes[index + 1]) << 8
-                    | UInt32(bytes[index + 2]) << 16 | UInt32(bytes[index + 3]) << 24)
-                crc = t7[Int(lo & 0xFF)] ^ t6[Int((lo >> 8) & 0xFF)] ^ t5[Int((lo >> 16) & 0xFF)] ^ t4[Int(lo >> 24)]
+                let lo =
+                    crc
+                    ^ (UInt32(bytes[index]) | UInt32(bytes[index + 1]) << 8
+                        | UInt32(bytes[index + 2]) << 16 | UInt32(bytes[index + 3]) << 24)
+                crc =
+                    t7[Int(lo & 0xFF)] ^ t6[Int((lo >> 8) & 0xFF)] ^ t5[Int((lo >> 16) & 0xFF)] ^ t4[Int(lo >> 24)]
                     ^ t3[Int(bytes[index + 4])] ^ t2[Int(bytes[index + 5])] ^ t1[Int(bytes[index + 6])]
                     ^ t0[Int(bytes[index + 7])]
                 index += 8

@@ -28,11 +28,12 @@ public struct AnswerReceived: EventPayload {
         var fields: [String: JSONValue] = ["passId": .int(Int64(bitPattern: passId)), "writes": .ids(writes)]
         switch answer {
         case .answered(let answers):
-            fields["answers"] = .array(answers.map { answer in
-                guard case .object(var verdict) = answer.verdict.json else { return .null }
-                verdict["replayed"] = .bool(answer.replayed)
-                return .object(verdict)
-            })
+            fields["answers"] = .array(
+                answers.map { answer in
+                    guard case .object(var verdict) = answer.verdict.json else { return .null }
+                    verdict["replayed"] = .bool(answer.replayed)
+                    return .object(verdict)
+                })
         case .failed(let failure):
             fields["failure"] = .object([
                 "kind": .string(failure.kind.rawValue), "status": .optional(failure.status) { .int($0) },

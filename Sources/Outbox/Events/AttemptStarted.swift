@@ -38,7 +38,8 @@ public struct AttemptStarted: EventPayload {
     var jsonFields: [String: JSONValue] {
         [
             "passId": .int(Int64(bitPattern: passId)),
-            "writes": .array(writes.map { .object(["writeId": .id($0.id), "idempotencyKey": .string($0.idempotencyKey.description)]) }),
+            "writes": .array(
+                writes.map { .object(["writeId": .id($0.id), "idempotencyKey": .string($0.idempotencyKey.description)]) }),
         ]
     }
 }

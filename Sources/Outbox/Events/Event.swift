@@ -102,7 +102,9 @@ private struct ClearedPayload: EventPayload {
     static let type = EventType.answersForgotten
     let cleared: AnswersCleared
     func encode(into writer: inout ByteWriter) { cleared.encode(into: &writer) }
-    static func decode(from reader: inout ByteReader) throws -> ClearedPayload { ClearedPayload(cleared: try .decode(from: &reader)) }
+    static func decode(from reader: inout ByteReader) throws -> ClearedPayload {
+        ClearedPayload(cleared: try .decode(from: &reader))
+    }
     var writeIDs: [WriteID] { cleared.writes }
     var jsonFields: [String: JSONValue] { cleared.jsonFields }
 }

@@ -6,7 +6,9 @@ public struct LogCreated: EventPayload {
     public init(origin: Origin) { self.origin = origin }
 
     func encode(into writer: inout ByteWriter) { origin.encode(into: &writer) }
-    static func decode(from reader: inout ByteReader) throws -> LogCreated { LogCreated(origin: try Origin.decode(from: &reader)) }
+    static func decode(from reader: inout ByteReader) throws -> LogCreated {
+        LogCreated(origin: try Origin.decode(from: &reader))
+    }
     var writeIDs: [WriteID] { [] }
     var jsonFields: [String: JSONValue] { ["origin": .string(origin.description)] }
 }

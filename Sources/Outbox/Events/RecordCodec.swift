@@ -54,7 +54,8 @@ public enum RecordCodec {
     public static func decode(_ bytes: UnsafeRawBufferPointer, sequence: UInt64) throws(Failure) -> RecordedEvent {
         guard bytes.count >= 7 else { throw .tooShort }
         let bodyCount = bytes.count - 4
-        let stored = UInt32(bytes[bodyCount]) | UInt32(bytes[bodyCount + 1]) << 8 | UInt32(bytes[bodyCount + 2]) << 16
+        let stored =
+            UInt32(bytes[bodyCount]) | UInt32(bytes[bodyCount + 1]) << 8 | UInt32(bytes[bodyCount + 2]) << 16
             | UInt32(bytes[bodyCount + 3]) << 24
         guard checksum(sequence: sequence, body: UnsafeRawBufferPointer(rebasing: bytes[0..<bodyCount])) == stored else {
             throw .checksumMismatch

@@ -27,7 +27,8 @@ public struct VerdictRecorded: EventPayload {
 
     static func decode(from reader: inout ByteReader) throws -> VerdictRecorded {
         VerdictRecorded(
-            writeId: try reader.id(), passId: try reader.optional { try $0.varint() }, state: try WriteState.decode(from: &reader),
+            writeId: try reader.id(), passId: try reader.optional { try $0.varint() },
+            state: try WriteState.decode(from: &reader),
             refusals: try reader.int(), replayed: try reader.bool())
     }
 

@@ -95,7 +95,9 @@ public final class SimulatedInstance: OutboxTransport {
     public func onCrash(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.onCrash = handler } }
 
     /// Runs just before the instance applies a write (the crash harness records applies with it).
-    public func onApply(_ handler: @escaping @Sendable (Applied, IdempotencyKey) -> Void) { state.withLock { $0.onApply = handler } }
+    public func onApply(_ handler: @escaping @Sendable (Applied, IdempotencyKey) -> Void) {
+        state.withLock { $0.onApply = handler }
+    }
 
     /// Takes as applied, answered accepted, a write an earlier run of the instance applied (the crash
     /// harness restores the instance's memory across its worker's deaths).
@@ -136,7 +138,9 @@ public final class SimulatedInstance: OutboxTransport {
                 let entry = state.script.remove(at: index)
                 switch entry {
                 case .status(let status, let code, let retryAfter):
-                    return .failed(RequestFailure(kind: .http, status: status, code: code, retryAfter: retryAfter, text: "scripted failure \(status)"))
+                    return .failed(
+                        RequestFailure(
+                            kind: .http, status: status, code: code, retryAfter: retryAfter, text: "scripted failure \(status)"))
                 case .networkDown:
                     return .failed(RequestFailure(kind: .network))
                 case .malformed:
@@ -188,7 +192,9 @@ public final class SimulatedInstance: OutboxTransport {
                 continue
             }
             var verdict = WriteVerdict.accepted
-            if scripted, let index = state.script.firstIndex(where: { $0 != .readFails }), case .verdict(let scriptedVerdict) = state.script[index] {
+            if scripted, let index = state.script.firstIndex(where: { $0 != .readFails }),
+                case .verdict(let scriptedVerdict) = state.script[index]
+            {
                 state.script.remove(at: index)
                 verdict = scriptedVerdict
             }

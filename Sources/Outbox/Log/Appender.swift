@@ -11,7 +11,10 @@ package struct Appender {
     private var projector: Projector<TransactionStore>
     private let putRecord: (UInt64, [UInt8]) throws -> Void
 
-    init(time: Timestamp, nextSequence: UInt64, store: TransactionStore, reader: StoreReader, putRecord: @escaping (UInt64, [UInt8]) throws -> Void) {
+    init(
+        time: Timestamp, nextSequence: UInt64, store: TransactionStore, reader: StoreReader,
+        putRecord: @escaping (UInt64, [UInt8]) throws -> Void
+    ) {
         self.time = time
         self.nextSequence = nextSequence
         self.projector = Projector(store: store)

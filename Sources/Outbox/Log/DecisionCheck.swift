@@ -31,11 +31,17 @@ extension EventLog {
                 switch (event, next) {
                 case (.passEnded(let ended), .stop(let failure)):
                     if ended.stoppedBy != failure {
-                        found = (recorded.sequence, "the pass ended with \(describe(ended.stoppedBy)); this version stops it with \(describe(failure))")
+                        found = (
+                            recorded.sequence,
+                            "the pass ended with \(describe(ended.stoppedBy)); this version stops it with \(describe(failure))"
+                        )
                     }
                     expectedStop = nil
                 case (_, .stop(let failure)) where !event.isDecision:
-                    found = (recorded.sequence, "the pass went on (\(event.type.name)); this version stops it with \(describe(failure))")
+                    found = (
+                        recorded.sequence,
+                        "the pass went on (\(event.type.name)); this version stops it with \(describe(failure))"
+                    )
                 case (.passEnded(let ended), _) where ended.stoppedBy != nil:
                     found = (recorded.sequence, "the pass stopped with \(describe(ended.stoppedBy)); this version goes on")
                 default:
@@ -45,7 +51,10 @@ extension EventLog {
             }
             if let next = expected.first {
                 guard next == event else {
-                    found = (recorded.sequence, "the log holds \(event.type.name) \(JSONText.render(recorded.json)); this version decides \(next.type.name) \(JSONText.render(RecordedEvent(sequence: recorded.sequence, at: recorded.at, event: next).json))")
+                    found = (
+                        recorded.sequence,
+                        "the log holds \(event.type.name) \(JSONText.render(recorded.json)); this version decides \(next.type.name) \(JSONText.render(RecordedEvent(sequence: recorded.sequence, at: recorded.at, event: next).json))"
+                    )
                     return false
                 }
                 expected.removeFirst()
@@ -63,11 +72,14 @@ extension EventLog {
                     return false
                 }
                 let input = Decider.Input(
-                    passId: answer.passId, writes: answer.writes, answer: answer.answer, maxRefusals: started.maxRefusals, at: recorded.at)
+                    passId: answer.passId, writes: answer.writes, answer: answer.answer, maxRefusals: started.maxRefusals,
+                    at: recorded.at)
                 let store = projector.store
-                let decision = try Decider.decide(input, entry: { id in
-                    try store.value(.writes, Key.id(id.rawValue)).map { try WriteEntry.decode($0) }
-                })
+                let decision = try Decider.decide(
+                    input,
+                    entry: { id in
+                        try store.value(.writes, Key.id(id.rawValue)).map { try WriteEntry.decode($0) }
+                    })
                 expected = decision.events
                 expectedStop = (answer.passId, decision.next)
                 answers += 1

@@ -1,6 +1,6 @@
 internal import Foundation
-internal import Synchronization
 package import OutboxLMDB
+internal import Synchronization
 
 /// The append-only event log on LMDB and the projections folded from it, in one environment.
 ///
@@ -42,7 +42,9 @@ package final class EventLog: Sendable {
         environmentOptions.readOnly = options.readOnly
         environmentOptions.durability = options.durability
         environmentOptions.mapSize = options.mapSize
-        let environment = try storageErrors { try Environment(path: path, databases: Self.databaseNames, options: environmentOptions) }
+        let environment = try storageErrors {
+            try Environment(path: path, databases: Self.databaseNames, options: environmentOptions)
+        }
         self.environment = environment
         self.path = path
         clock = options.clock
@@ -54,8 +56,12 @@ package final class EventLog: Sendable {
         let (last, applied, layout) = try storageErrors {
             try environment.read { txn in
                 let last = try txn.withCursor(logDatabase) { cursor in try cursor.last().map { Key.readBigEndian($0.key) } }
-                let applied = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.applied).map { Key.readBigEndianArray($0) }
-                let layout = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.layout).map { Key.readBigEndianArray($0) }
+                let applied = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.applied).map {
+                    Key.readBigEndianArray($0)
+                }
+                let layout = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.layout).map {
+                    Key.readBigEndianArray($0)
+                }
                 return (last, applied, layout)
             }
         }
@@ -98,7 +104,8 @@ package final class EventLog: Sendable {
         let store = TransactionStore(access: access, tables: tables, memory: storeMemory.withLock { $0.take() } ?? .init())
         var appender = Appender(
             time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
-            putRecord: { sequence, record in try access.put(logDatabase, key: Key.id(sequence), value: record, options: .append) })
+            putRecord: { sequence, record in try access.put(logDatabase, key: Key.id(sequence), value: record, options: .append) }
+        )
         let result = try body(&appender)
         let memory = store.releaseMemory()
         storeMemory.withLock { $0 = memory }
@@ -112,7 +119,8 @@ package final class EventLog: Sendable {
 
     /// Reads one event of the log in a transaction; nil when there is none.
     private func recordReader(_ access: some ReadableTransaction) -> (UInt64) throws -> RecordedEvent? {
-        let logDatabase = self.logDatabase, path = self.path
+        let logDatabase = self.logDatabase
+        let path = self.path
         return { sequence in
             try Key.id(sequence).withUnsafeBytes { key in
                 try access.withValue(logDatabase, key: key) { bytes in try Self.decode(bytes, sequence: sequence, path: path) }
@@ -209,7 +217,8 @@ package final class EventLog: Sendable {
     /// The sequence number of the last event.
     package func lastSequence() throws -> UInt64 {
         try storageErrors {
-            try environment.read { txn in try txn.withCursor(logDatabase) { try $0.last().map { Key.readBigEndian($0.key) } } } ?? 0
+            try environment.read { txn in try txn.withCursor(logDatabase) { try $0.last().map { Key.readBigEndian($0.key) } } }
+                ?? 0
         }
     }
 
@@ -227,7 +236,10 @@ package final class EventLog: Sendable {
     /// Drops every projection and folds the log from its first event, in one transaction: a crash
     /// part way leaves the old projections as they were (R8.2).
     package func rebuild() throws {
-        let tables = self.tables, logDatabase = self.logDatabase, path = self.path, crashPlan = self.crashPlan
+        let tables = self.tables
+        let logDatabase = self.logDatabase
+        let path = self.path
+        let crashPlan = self.crashPlan
         try storageErrors {
             try environment.write { txn in
                 let access = txn.unsafeAccess

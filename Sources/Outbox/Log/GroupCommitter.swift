@@ -1,6 +1,6 @@
 internal import Dispatch
-internal import Synchronization
 internal import OutboxLMDB
+internal import Synchronization
 
 /// Runs every write of the log on one serial queue, and lets callers share commits: jobs that arrive
 /// while a commit is in flight are run together in the next transaction, so 16 concurrent enqueues cost
@@ -65,13 +65,15 @@ package final class GroupCommitter: Sendable {
                     let before = appender.appended.count
                     do {
                         results.append(.success(try job.work(&appender)))
-                    } catch where !(error is LMDBError) && appender.appended.count == before {
+                    } catch  where !(error is LMDBError) && appender.appended.count == before {
                         // Refused before writing anything (validation): this job fails alone. An LMDB
                         // error (map full included) leaves the transaction to LMDB and fails the group.
                         results.append(.failure(error))
                     }
                 }
-                for job in jobs { log.crashPlan?.pass(job.crashPoint ?? (job.isEnqueue ? .enqueueBeforeCommit : .appendBeforeCommit)) }
+                for job in jobs {
+                    log.crashPlan?.pass(job.crashPoint ?? (job.isEnqueue ? .enqueueBeforeCommit : .appendBeforeCommit))
+                }
                 committed = appender.appended
             }
         } catch {

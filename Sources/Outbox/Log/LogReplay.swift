@@ -9,7 +9,8 @@ public enum LogReplay {
         let bySequence = Dictionary(events.map { ($0.sequence, $0) }, uniquingKeysWith: { first, _ in first })
         let reader = projector.store.reader(record: { bySequence[$0] })
         return QueueSnapshot(
-            sequence: events.last?.sequence ?? 0, user: try reader.session()?.user, writes: try QueuedWrite.all(user: nil, reader: reader))
+            sequence: events.last?.sequence ?? 0, user: try reader.session()?.user,
+            writes: try QueuedWrite.all(user: nil, reader: reader))
     }
 }
 
@@ -17,7 +18,9 @@ public enum LogReplay {
 public enum AnswerClassifier {
     /// "go on", "split", or "stop: <kind> <status> <code>", for an answer to a batch of `writes`
     /// pending writes, each with `refusals` refusals so far.
-    public static func outcome(of answer: RequestAnswer, writes: Int, refusals: Int = 0, maxRefusals: Int = 5, at: Timestamp) -> String {
+    public static func outcome(of answer: RequestAnswer, writes: Int, refusals: Int = 0, maxRefusals: Int = 5, at: Timestamp)
+        -> String
+    {
         let ids = (0..<max(writes, 0)).map { WriteID(UInt64($0) + 1) }
         let input = Decider.Input(passId: 1, writes: ids, answer: answer, maxRefusals: max(maxRefusals, 1), at: at)
         let decision = try? Decider.decide(input) { id in
@@ -29,7 +32,8 @@ public enum AnswerClassifier {
         switch decision?.next {
         case .goOn?: return "go on"
         case .split?: return "split"
-        case .stop(let failure)?: return "stop: \(failure.kind.rawValue) \(failure.status.map(String.init) ?? "-") \(failure.code ?? "-")"
+        case .stop(let failure)?:
+            return "stop: \(failure.kind.rawValue) \(failure.status.map(String.init) ?? "-") \(failure.code ?? "-")"
         case nil: return "no decision"
         }
     }

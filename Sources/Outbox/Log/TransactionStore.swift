@@ -115,7 +115,8 @@ final class TransactionStore: ProjectionStore {
 
     /// Entries of `table` under `prefix`, from `start`, as LMDB holds them once its changes are written.
     func scan(
-        _ table: ProjectionTable, _ prefix: [UInt8], _ start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+        _ table: ProjectionTable, _ prefix: [UInt8], _ start: [UInt8]?,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {
         if changed[table.index] > 0 { try write(table) }
         try access.forEach(tables[table.index], prefix: prefix, from: start, body)

@@ -30,7 +30,8 @@ extension EventLog {
             var projector = Projector(store: fresh)
             try forEachEvent(in: access) { event in
                 guard event.sequence == expected else {
-                    throw OutboxError.damaged(path: path, "sequence \(expected) is missing (the next event is \(event.sequence))", sequence: expected)
+                    throw OutboxError.damaged(
+                        path: path, "sequence \(expected) is missing (the next event is \(event.sequence))", sequence: expected)
                 }
                 try projector.apply(event)
                 expected += 1
@@ -71,7 +72,9 @@ extension EventLog {
                 return true
             }
             if let found { return found }
-            if index < rebuilt.count { return "projection '\(table.rawValue)' lacks key \(hex(rebuilt[index].key)), which a rebuild has" }
+            if index < rebuilt.count {
+                return "projection '\(table.rawValue)' lacks key \(hex(rebuilt[index].key)), which a rebuild has"
+            }
         }
         return nil
     }
@@ -99,7 +102,9 @@ extension EventLog {
         try read { reader in
             try reader.historySequences(of: id).map { sequence in
                 guard let event = try reader.record(sequence) else {
-                    throw OutboxError.damaged(path: path, "the history index names sequence \(sequence), which the log does not hold", sequence: sequence)
+                    throw OutboxError.damaged(
+                        path: path, "the history index names sequence \(sequence), which the log does not hold",
+                        sequence: sequence)
                 }
                 return event
             }

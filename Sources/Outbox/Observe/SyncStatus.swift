@@ -69,12 +69,15 @@ public enum OutboxEvent: Hashable, Sendable {
         var localChanged = false
         for event in recorded.map(\.event) {
             switch event {
-            case .writeQueued, .writeReleased, .writeWithdrawn, .writeDiscarded, .answersTaken, .answersForgotten, .localDataCleared:
+            case .writeQueued, .writeReleased, .writeWithdrawn, .writeDiscarded, .answersTaken, .answersForgotten,
+                .localDataCleared:
                 localChanged = true
             case .verdictRecorded(let verdict):
                 switch verdict.state {
-                case .refused(let refusal): events.append(.mutationRejected(verdict.writeId, Rejection(refusal, verdict.refusals)))
-                case .dead(let refusal): events.append(.deadLetter(verdict.writeId, Rejection(refusal ?? Refusal(), verdict.refusals)))
+                case .refused(let refusal):
+                    events.append(.mutationRejected(verdict.writeId, Rejection(refusal, verdict.refusals)))
+                case .dead(let refusal):
+                    events.append(.deadLetter(verdict.writeId, Rejection(refusal ?? Refusal(), verdict.refusals)))
                 case .merged(let fields): events.append(.columnOverwritten(verdict.writeId, fields: fields))
                 case .blocked(let reason, _): events.append(.blocked(verdict.writeId, reason))
                 default: break
@@ -90,6 +93,7 @@ public enum OutboxEvent: Hashable, Sendable {
 
 extension OutboxEvent.Rejection {
     init(_ refusal: Refusal, _ refusals: Int) {
-        self.init(status: refusal.status, code: refusal.code, fields: refusal.fields, refusals: refusals, isFinal: refusal.isFinal)
+        self.init(
+            status: refusal.status, code: refusal.code, fields: refusal.fields, refusals: refusals, isFinal: refusal.isFinal)
     }
 }

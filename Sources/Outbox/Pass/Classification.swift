@@ -48,7 +48,8 @@ enum RetryAfter {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
             let day = Int(parts[1]), let year = Int(parts[3]), (1...31).contains(day), (1970...9999).contains(year),
-            let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].firstIndex(of: String(parts[2]))
+            let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].firstIndex(
+                of: String(parts[2]))
         else { return nil }
         let clock = parts[4].split(separator: ":")
         guard clock.count == 3, let h = Int(clock[0]), let m = Int(clock[1]), let s = Int(clock[2]),

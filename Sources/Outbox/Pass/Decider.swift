@@ -71,7 +71,8 @@ enum Decider {
     // MARK: - Request-level failures
 
     private static func decideRequestFailure(
-        _ failure: RequestFailure, _ input: Input, _ entries: [(WriteID, WriteEntry)], isAtomic: Bool, into decision: inout Decision
+        _ failure: RequestFailure, _ input: Input, _ entries: [(WriteID, WriteEntry)], isAtomic: Bool,
+        into decision: inout Decision
     ) {
         guard failure.kind == .http else {
             decision.next = .stop(PassFailure(kind: .network))
@@ -83,9 +84,11 @@ enum Decider {
             decision.next = .stop(PassFailure(kind: .http, status: failure.status, code: failure.code, retryAfter: retryAfter))
         case .schemaCache:
             for (id, entry) in entries {
-                countSchemaRefusal(id, entry, Refusal(status: failure.status, code: failure.code, message: failure.text), input, into: &decision)
+                countSchemaRefusal(
+                    id, entry, Refusal(status: failure.status, code: failure.code, message: failure.text), input, into: &decision)
             }
-            decision.next = .stop(PassFailure(kind: .schemaCache, status: failure.status, code: failure.code, retryAfter: retryAfter))
+            decision.next = .stop(
+                PassFailure(kind: .schemaCache, status: failure.status, code: failure.code, retryAfter: retryAfter))
         case .refusal:
             let refusal = Refusal(status: failure.status, code: failure.code, message: failure.text)
             if isAtomic {
@@ -100,16 +103,22 @@ enum Decider {
 
     // MARK: - Per-write answers
 
-    private static func decideOne(_ id: WriteID, _ entry: WriteEntry, _ answer: WriteAnswer, _ input: Input, into decision: inout Decision) {
+    private static func decideOne(
+        _ id: WriteID, _ entry: WriteEntry, _ answer: WriteAnswer, _ input: Input, into decision: inout Decision
+    ) {
         switch answer.verdict {
         case .accepted:
             record(id, .accepted, refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
         case .merged(let fields):
             record(id, .merged(fields: fields), refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
         case .conflicted(let sibling, let fields):
-            record(id, .conflicted(siblingId: sibling, fields: fields), refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
+            record(
+                id, .conflicted(siblingId: sibling, fields: fields), refusals: entry.refusals, replayed: answer.replayed, input,
+                into: &decision)
         case .blocked(let reason, let refusal):
-            record(id, .blocked(reason, refusal: refusal), refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
+            record(
+                id, .blocked(reason, refusal: refusal), refusals: entry.refusals, replayed: answer.replayed, input,
+                into: &decision)
         case .refused(let refusal):
             switch Classification.of(status: refusal.status, code: refusal.code) {
             case .refusal:
@@ -129,12 +138,15 @@ enum Decider {
 
     /// A per-write failure that may pass (R4.4): the write stays pending and the pass stops after the
     /// batch. Only inside a batch the instance otherwise answered does it feed the write's streak.
-    private static func failAlone(_ id: WriteID, _ entry: WriteEntry, status: Int?, text: String?, _ input: Input, into decision: inout Decision) {
+    private static func failAlone(
+        _ id: WriteID, _ entry: WriteEntry, status: Int?, text: String?, _ input: Input, into decision: inout Decision
+    ) {
         decision.verdicts.append(SyncReport.Verdict(id: id, kind: .failed, refusals: entry.refusals))
         stopAfterBatch(PassFailure(kind: .http, status: status), into: &decision)
         guard input.writes.count > 1 else { return }
         let streak = status == 429 ? entry.environmentalStreak : entry.environmentalStreak + 1
-        decision.events.append(.writeFailed(WriteFailed(writeId: id, passId: input.passId, status: status, text: text, streak: streak)))
+        decision.events.append(
+            .writeFailed(WriteFailed(writeId: id, passId: input.passId, status: status, text: text, streak: streak)))
         if streak >= failingAloneStreak {
             record(id, .blocked(.failingAlone, refusal: nil), refusals: entry.refusals, replayed: false, input, into: &decision)
         }
@@ -145,7 +157,9 @@ enum Decider {
         if case .goOn = decision.next { decision.next = .stop(failure) }
     }
 
-    private static func decideGroup(_ answered: [(WriteID, WriteEntry, WriteAnswer)], _ input: Input, into decision: inout Decision) {
+    private static func decideGroup(
+        _ answered: [(WriteID, WriteEntry, WriteAnswer)], _ input: Input, into decision: inout Decision
+    ) {
         let applied = answered.allSatisfy { _, _, answer in
             switch answer.verdict {
             case .accepted, .merged, .conflicted: return true
@@ -194,23 +208,30 @@ enum Decider {
 
     // MARK: - Outcomes
 
-    private static func refuse(_ id: WriteID, _ entry: WriteEntry, _ refusal: Refusal, _ input: Input, into decision: inout Decision) {
+    private static func refuse(
+        _ id: WriteID, _ entry: WriteEntry, _ refusal: Refusal, _ input: Input, into decision: inout Decision
+    ) {
         let refusals = entry.refusals + 1
         let state: WriteState = refusals >= input.maxRefusals ? .dead(refusal) : .refused(refusal)
         record(id, state, refusals: refusals, replayed: false, input, into: &decision)
     }
 
     /// PGRST204/205 (R4.3): counted when at least 30 s after the last counted one; the tenth refuses.
-    private static func countSchemaRefusal(_ id: WriteID, _ entry: WriteEntry, _ refusal: Refusal, _ input: Input, into decision: inout Decision) {
+    private static func countSchemaRefusal(
+        _ id: WriteID, _ entry: WriteEntry, _ refusal: Refusal, _ input: Input, into decision: inout Decision
+    ) {
         if let last = entry.lastSchemaRefusalAt, input.at < last.adding(seconds: schemaRefusalSpacing) { return }
         let count = entry.schemaRefusals + 1
         decision.events.append(.schemaRefusalCounted(SchemaRefusalCounted(writeId: id, passId: input.passId, count: count)))
         if count >= schemaRefusalLimit { refuse(id, entry, refusal, input, into: &decision) }
     }
 
-    private static func record(_ id: WriteID, _ state: WriteState, refusals: Int, replayed: Bool, _ input: Input, into decision: inout Decision) {
+    private static func record(
+        _ id: WriteID, _ state: WriteState, refusals: Int, replayed: Bool, _ input: Input, into decision: inout Decision
+    ) {
         decision.events.append(
-            .verdictRecorded(VerdictRecorded(writeId: id, passId: input.passId, state: state, refusals: refusals, replayed: replayed)))
+            .verdictRecorded(
+                VerdictRecorded(writeId: id, passId: input.passId, state: state, refusals: refusals, replayed: replayed)))
         decision.verdicts.append(SyncReport.Verdict(id: id, state: state, refusals: refusals, replayed: replayed))
     }
 }

@@ -54,11 +54,13 @@ struct Pass: Sendable {
         while let sending = request {
             report.add(progress.verdicts)
             progress.verdicts = []
-            let answer = await transport.send(OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic), accessToken: token)
+            let answer = await transport.send(
+                OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic), accessToken: token)
             log.crashPlan?.pass(.passAfterSend)
             try checkAlive()
             let carried = progress
-            (progress, request) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) { [self] appender in
+            (progress, request) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) {
+                [self] appender in
                 var progress = carried
                 let request = try record(answer, to: sending, &appender, &progress)
                 return (progress, request)
@@ -74,7 +76,9 @@ struct Pass: Sendable {
     }
 
     /// Records an answer and the decisions on it (R4.3–R4.5); then ends the pass, or plans the next request.
-    private func record(_ answer: RequestAnswer, to request: Request, _ appender: inout Appender, _ progress: inout Progress) throws -> Request? {
+    private func record(_ answer: RequestAnswer, to request: Request, _ appender: inout Appender, _ progress: inout Progress)
+        throws -> Request?
+    {
         guard let passId = progress.passId else { return nil }
         let writes = request.writes.map(\.id)
         try appender.append(.answerReceived(AnswerReceived(passId: passId, writes: writes, answer: answer)))
@@ -120,7 +124,8 @@ struct Pass: Sendable {
                 for (id, reason) in unmade {
                     guard let entry = try appender.reader.entry(id) else { continue }
                     let state = WriteState.refused(Refusal(reason: "unmade: \(reason)", isFinal: true))
-                    try appender.append(.verdictRecorded(VerdictRecorded(writeId: id, passId: passId, state: state, refusals: entry.refusals)))
+                    try appender.append(
+                        .verdictRecorded(VerdictRecorded(writeId: id, passId: passId, state: state, refusals: entry.refusals)))
                     progress.verdicts.append(SyncReport.Verdict(id: id, state: state, refusals: entry.refusals, replayed: false))
                     progress.done.insert(id)
                 }
@@ -137,7 +142,9 @@ struct Pass: Sendable {
     private func start(_ appender: inout Appender) throws -> UInt64 {
         let id = appender.nextSequence
         try appender.append(
-            .passStarted(PassStarted(passId: id, user: user, table: table, automatic: automatic, maxRefusals: maxRefusals, batchSize: batchSize)))
+            .passStarted(
+                PassStarted(
+                    passId: id, user: user, table: table, automatic: automatic, maxRefusals: maxRefusals, batchSize: batchSize)))
         return id
     }
 

@@ -41,7 +41,9 @@ struct Planner {
     func stillReady(_ ids: [WriteID], _ reader: StoreReader) throws -> [WriteID] {
         var kept: [WriteID] = []
         for id in ids where !done.contains(id) {
-            guard let entry = try reader.entry(id), entry.state.isSendable, try isReady(entry, besides: Set(kept), reader) else { continue }
+            guard let entry = try reader.entry(id), entry.state.isSendable, try isReady(entry, besides: Set(kept), reader) else {
+                continue
+            }
             kept.append(id)
         }
         return kept

@@ -34,8 +34,12 @@ struct Projector<Store: ProjectionStore> {
             // The latest Retry-After deadline, so a new client honours what an earlier run was told (R5.3).
             if let seconds = ended.stoppedBy?.retryAfter, seconds > 0 {
                 let until = recorded.at.adding(seconds: seconds)
-                let stored = try store.value(.meta, MetaKey.retryAfterUntil).map { Timestamp(milliseconds: Int64(bitPattern: Key.readBigEndianArray($0))) }
-                if stored.map({ until > $0 }) ?? true { try store.set(.meta, MetaKey.retryAfterUntil, Key.id(UInt64(bitPattern: until.rawValue))) }
+                let stored = try store.value(.meta, MetaKey.retryAfterUntil).map {
+                    Timestamp(milliseconds: Int64(bitPattern: Key.readBigEndianArray($0)))
+                }
+                if stored.map({ until > $0 }) ?? true {
+                    try store.set(.meta, MetaKey.retryAfterUntil, Key.id(UInt64(bitPattern: until.rawValue)))
+                }
             }
         case .networkSwitched, .passStarted, .attemptStarted, .answerReceived, .batchAborted:
             break

@@ -51,7 +51,9 @@ struct WriteEntry: Hashable, Sendable {
             idempotencyKey: try IdempotencyKey.decode(from: &r), state: try WriteState.decode(from: &r),
             refusals: try r.int(), replayed: try r.bool(), schemaRefusals: try r.int(),
             lastSchemaRefusalAt: try r.optional { Timestamp(milliseconds: try $0.signed()) },
-            lastFailure: try r.optional { LastFailure(status: try $0.optional { try $0.int() }, text: try $0.optional { try $0.string() }) },
+            lastFailure: try r.optional {
+                LastFailure(status: try $0.optional { try $0.int() }, text: try $0.optional { try $0.string() })
+            },
             environmentalStreak: try r.int())
         try r.expectEnd()
         return entry

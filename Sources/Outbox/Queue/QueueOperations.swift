@@ -2,7 +2,9 @@
 /// appends only once it knows it will succeed, so a refused call writes nothing (R2.4).
 enum QueueOperations {
     /// Enqueues `writes` for `user` (R2.1, R2.2, R2.4); with `atomic`, as one group (R4.5).
-    static func enqueue(_ writes: [Write], user: String, atomic: Bool, random: any RandomSource, appender: inout Appender) throws -> [WriteID] {
+    static func enqueue(_ writes: [Write], user: String, atomic: Bool, random: any RandomSource, appender: inout Appender) throws
+        -> [WriteID]
+    {
         let reader = appender.reader
         let first = try reader.nextWriteID()
         for write in writes {
@@ -13,7 +15,9 @@ enum QueueOperations {
                 guard let queued = try reader.queuedEvent(of: dependency) else {
                     throw OutboxError.invalid("dependsOn names write \(dependency), which the log does not hold")
                 }
-                guard queued.user == user else { throw OutboxError.invalid("dependsOn names write \(dependency) of another user") }
+                guard queued.user == user else {
+                    throw OutboxError.invalid("dependsOn names write \(dependency) of another user")
+                }
             }
         }
         let group = atomic && writes.count > 1 ? WriteQueued.AtomicGroup(first: WriteID(first), count: writes.count) : nil
@@ -121,7 +125,8 @@ enum QueueOperations {
     static func release(_ id: WriteID, user: String, random: any RandomSource, appender: inout Appender) throws -> Bool {
         let entry = try ownedEntry(id, user: user, reader: appender.reader)
         guard isReleasable(entry.state) else { return false }
-        try appender.append(.writeReleased(WriteReleased(writeId: id, idempotencyKey: IdempotencyKey(using: random), reason: nil)))
+        try appender.append(
+            .writeReleased(WriteReleased(writeId: id, idempotencyKey: IdempotencyKey(using: random), reason: nil)))
         return true
     }
 
@@ -133,7 +138,8 @@ enum QueueOperations {
             return true
         }
         for id in ids {
-            try appender.append(.writeReleased(WriteReleased(writeId: id, idempotencyKey: IdempotencyKey(using: random), reason: reason)))
+            try appender.append(
+                .writeReleased(WriteReleased(writeId: id, idempotencyKey: IdempotencyKey(using: random), reason: reason)))
         }
         return ids.count
     }
@@ -147,7 +153,9 @@ enum QueueOperations {
     }
 
     /// R6.4, after the row was read: false when the write moved meanwhile.
-    static func withdraw(_ id: WriteID, user: String, expected: WriteEntry, row: JSONValue, appender: inout Appender) throws -> Bool {
+    static func withdraw(_ id: WriteID, user: String, expected: WriteEntry, row: JSONValue, appender: inout Appender) throws
+        -> Bool
+    {
         let entry = try ownedEntry(id, user: user, reader: appender.reader)
         guard entry == expected, isWithdrawable(entry.state) else { return false }
         let kind = try appender.reader.queuedEvent(of: id)?.operation ?? .custom("write")

@@ -34,10 +34,14 @@ public struct QueuedWrite: Hashable, Sendable {
 
 extension QueuedWrite {
     /// The write as `all()` shows it: the entry's state, its queued event's content.
-    static func render(_ id: WriteID, _ entry: WriteEntry, reader: StoreReader, identityLatchedFor user: String?) throws -> QueuedWrite {
-        guard let recorded = try reader.record(entry.queuedSequence), case .writeQueued(let queued) = recorded.event, queued.id == id
+    static func render(_ id: WriteID, _ entry: WriteEntry, reader: StoreReader, identityLatchedFor user: String?) throws
+        -> QueuedWrite
+    {
+        guard let recorded = try reader.record(entry.queuedSequence), case .writeQueued(let queued) = recorded.event,
+            queued.id == id
         else {
-            throw OutboxError(.damaged, "write \(id): its writeQueued event at sequence \(entry.queuedSequence) is missing", writeID: id)
+            throw OutboxError(
+                .damaged, "write \(id): its writeQueued event at sequence \(entry.queuedSequence) is missing", writeID: id)
         }
         var state = entry.state
         var waiting = false

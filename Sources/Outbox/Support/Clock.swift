@@ -81,7 +81,10 @@ public final class ManualClock: OutboxClock {
     public func set(_ time: Timestamp) {
         while let next = state.withLock({ state -> Scheduled? in
             state.scheduled.removeAll { $0.timer.isCancelled }
-            guard let index = state.scheduled.indices.min(by: { (state.scheduled[$0].time, state.scheduled[$0].order) < (state.scheduled[$1].time, state.scheduled[$1].order) }),
+            guard
+                let index = state.scheduled.indices.min(by: {
+                    (state.scheduled[$0].time, state.scheduled[$0].order) < (state.scheduled[$1].time, state.scheduled[$1].order)
+                }),
                 state.scheduled[index].time <= time
             else { return nil }
             let next = state.scheduled.remove(at: index)

@@ -1,7 +1,8 @@
 internal import Foundation
 internal import Synchronization
+
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// Named places the engine passes where a crash would matter (TESTING.md §2). Each is a no-op unless
@@ -41,7 +42,9 @@ public final class CrashPlan: Sendable {
     public static func fromEnvironment() -> CrashPlan? {
         guard let text = ProcessInfo.processInfo.environment["OUTBOX_CRASHPOINT"] else { return nil }
         let parts = text.split(separator: "#")
-        guard parts.count == 2, let point = CrashPoint(rawValue: String(parts[0])), let n = Int(parts[1]), n > 0 else { return nil }
+        guard parts.count == 2, let point = CrashPoint(rawValue: String(parts[0])), let n = Int(parts[1]), n > 0 else {
+            return nil
+        }
         return CrashPlan(point: point, occurrence: n)
     }
 

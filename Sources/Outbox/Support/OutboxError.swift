@@ -66,7 +66,9 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let networkDisabled = OutboxError(.networkDisabled, "network disabled")
     public static let rowReadFailed = OutboxError(.rowReadFailed, "row read failed")
 
-    static func invalid(_ reason: String) -> OutboxError { OutboxError(.invalidWrite, "invalid write: \(reason); nothing was written") }
+    static func invalid(_ reason: String) -> OutboxError {
+        OutboxError(.invalidWrite, "invalid write: \(reason); nothing was written")
+    }
 
     static func notFound(_ id: WriteID) -> OutboxError {
         OutboxError(.notFound, "write \(id) is not in the queue", writeID: id)

@@ -44,7 +44,9 @@ public enum WriteVerdict: Hashable, Sendable {
         case 1: return .merged(fields: try reader.array { try $0.string() })
         case 2: return .conflicted(siblingId: try reader.string(), fields: try reader.array { try $0.string() })
         case 3: return .refused(try Refusal.decode(from: &reader))
-        case 4: return .blocked(try BlockedReason.decode(from: &reader), refusal: try reader.optional { try Refusal.decode(from: &$0) })
+        case 4:
+            return .blocked(
+                try BlockedReason.decode(from: &reader), refusal: try reader.optional { try Refusal.decode(from: &$0) })
         case 5: return .failed(status: try reader.optional { try $0.int() }, text: try reader.optional { try $0.string() })
         case 6: return .skipped
         case let other: throw DecodeFailure("unknown verdict \(other)")

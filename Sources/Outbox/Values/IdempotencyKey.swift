@@ -16,7 +16,8 @@ public struct IdempotencyKey: Hashable, Sendable, CustomStringConvertible {
     /// Reads the form `description` writes; nil for anything else.
     public init?(_ text: String) {
         let hex = text.filter { $0 != "-" }
-        guard text.count == 36, hex.count == 32, let high = UInt64(hex.prefix(16), radix: 16), let low = UInt64(hex.suffix(16), radix: 16)
+        guard text.count == 36, hex.count == 32, let high = UInt64(hex.prefix(16), radix: 16),
+            let low = UInt64(hex.suffix(16), radix: 16)
         else { return nil }
         self.init(high: high, low: low)
     }

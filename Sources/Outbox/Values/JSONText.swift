@@ -127,8 +127,14 @@ public enum JSONText {
                     values.append(try value(depth: depth + 1))
                     skipSpace()
                     guard index < bytes.count else { throw error("unterminated array") }
-                    if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                    if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(values) }
+                    if bytes[index] == UInt8(ascii: ",") {
+                        index += 1
+                        continue
+                    }
+                    if bytes[index] == UInt8(ascii: "]") {
+                        index += 1
+                        return .array(values)
+                    }
                     throw error("expected , or ] in array")
                 }
             case UInt8(ascii: "{"):
@@ -154,8 +160,14 @@ public enum JSONText {
                     }
                     skipSpace()
                     guard index < bytes.count else { throw error("unterminated object") }
-                    if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                    if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+                    if bytes[index] == UInt8(ascii: ",") {
+                        index += 1
+                        continue
+                    }
+                    if bytes[index] == UInt8(ascii: "}") {
+                        index += 1
+                        return .object(members)
+                    }
                     throw error("expected , or } in object")
                 }
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
@@ -252,7 +264,8 @@ public enum JSONText {
                 case UInt8(ascii: "u"):
                     var code = try hex4()
                     if (0xD800..<0xDC00).contains(code) {
-                        guard index + 6 <= bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                        guard index + 6 <= bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                        else {
                             throw error("lone surrogate")
                         }
                         index += 2

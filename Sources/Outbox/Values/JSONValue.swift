@@ -48,7 +48,8 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
 
 extension JSONValue {
     private enum Tag: UInt8 {
-        case null = 0, isFalse, isTrue, int, double, string, array, object
+        case null = 0
+        case isFalse, isTrue, int, double, string, array, object
     }
 
     func encode(into writer: inout ByteWriter) {
@@ -82,7 +83,8 @@ extension JSONValue {
                 let only = iterator.next()!
                 member(only.key, only.value)
             case 2:
-                let one = iterator.next()!, other = iterator.next()!
+                let one = iterator.next()!
+                let other = iterator.next()!
                 let (first, second) = Self.precedes(one.key, other.key) ? (one, other) : (other, one)
                 member(first.key, first.value)
                 member(second.key, second.value)
@@ -94,7 +96,8 @@ extension JSONValue {
 
     /// Whether `a` sorts before `b` byte by byte in UTF-8: the canonical order of object keys.
     static func precedes(_ a: String, _ b: String) -> Bool {
-        var a = a, b = b
+        var a = a
+        var b = b
         return a.withUTF8 { x in b.withUTF8 { y in Outbox.Key.precedes(x, y) } }
     }
 

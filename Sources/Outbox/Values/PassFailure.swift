@@ -44,7 +44,9 @@ public struct PassFailure: Hashable, Sendable {
             retryAfter: try reader.optional { reader in
                 let seconds = Double(bitPattern: try reader.bigEndian())
                 // The library writes a Retry-After capped at an hour (R5.3): anything else is damage.
-                guard seconds.isFinite, seconds >= 0, seconds <= 3600 else { throw DecodeFailure("a Retry-After that is not a number of seconds up to an hour") }
+                guard seconds.isFinite, seconds >= 0, seconds <= 3600 else {
+                    throw DecodeFailure("a Retry-After that is not a number of seconds up to an hour")
+                }
                 return seconds
             })
     }

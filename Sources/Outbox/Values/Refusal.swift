@@ -41,7 +41,8 @@ public struct Refusal: Hashable, Sendable {
 
     /// `text` cut to 200 Unicode scalars.
     public static func cut(_ text: String) -> String {
-        text.unicodeScalars.count <= maxTextScalars ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(maxTextScalars)))
+        text.unicodeScalars.count <= maxTextScalars
+            ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(maxTextScalars)))
     }
 
     /// A refusal the library makes because a write this one waits for was withdrawn or discarded (R4.2).

@@ -25,10 +25,16 @@ public struct Timestamp: RawRepresentable, Hashable, Comparable, Sendable, Custo
     public var description: String {
         var seconds = rawValue / 1000
         var millis = rawValue % 1000
-        if millis < 0 { millis += 1000; seconds -= 1 }
+        if millis < 0 {
+            millis += 1000
+            seconds -= 1
+        }
         var days = seconds / 86_400
         var rest = seconds % 86_400
-        if rest < 0 { rest += 86_400; days -= 1 }
+        if rest < 0 {
+            rest += 86_400
+            days -= 1
+        }
         // Civil-from-days (Howard Hinnant).
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
@@ -43,6 +49,7 @@ public struct Timestamp: RawRepresentable, Hashable, Comparable, Sendable, Custo
             let text = String(value)
             return String(repeating: "0", count: max(0, width - text.count)) + text
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(rest / 3600, 2)):\(pad(rest / 60 % 60, 2)):\(pad(rest % 60, 2)).\(pad(millis, 3))Z"
+        return
+            "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(rest / 3600, 2)):\(pad(rest / 60 % 60, 2)):\(pad(rest % 60, 2)).\(pad(millis, 3))Z"
     }
 }

@@ -85,7 +85,9 @@ public enum WriteState: Hashable, Sendable {
         case 2: return .merged(fields: try reader.array { try $0.string() })
         case 3: return .conflicted(siblingId: try reader.string(), fields: try reader.array { try $0.string() })
         case 4: return .refused(try Refusal.decode(from: &reader))
-        case 5: return .blocked(try BlockedReason.decode(from: &reader), refusal: try reader.optional { try Refusal.decode(from: &$0) })
+        case 5:
+            return .blocked(
+                try BlockedReason.decode(from: &reader), refusal: try reader.optional { try Refusal.decode(from: &$0) })
         case 6: return .dead(try reader.optional { try Refusal.decode(from: &$0) })
         case let other: throw DecodeFailure("unknown write state \(other)")
         }
