@@ -193,6 +193,16 @@ func openClient(_ path: String, batchSize: Int = 50) throws -> OutboxClient {
     return try OutboxClient.open(path: path, transport: LeanInstance(), configuration: configuration)
 }
 
+/// Opens a client on `path` against the lean instance, signs alice in, runs `body` with it, and closes it.
+func withClient(_ path: String, batchSize: Int = 50, _ body: @escaping @Sendable (OutboxClient) async throws -> Void) {
+    blocking {
+        let client = try openClient(path, batchSize: batchSize)
+        try await client.settleSession(user: "alice", accessToken: nil)
+        try await body(client)
+        client.close()
+    }
+}
+
 // 1. Durable enqueue one at a time: each returns after its own full-sync commit.
 if selected("enqueue-durable") {
     let size = options.quick ? 200 : 10_000
@@ -201,14 +211,7 @@ if selected("enqueue-durable") {
         { temporaryPath() }, { try rawAppend(path: $0, records: sampleRecords(size), perTransaction: 1) }, tearDown: removing)
     let engine = measure(
         { temporaryPath() },
-        { path in
-            blocking {
-                let client = try openClient(path)
-                try await client.settleSession(user: "alice", accessToken: nil)
-                for write in all { try await client.enqueue(write) }
-                client.close()
-            }
-        }, tearDown: removing)
+        { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } }, tearDown: removing)
     report("1. durable enqueue, one at a time", size: size, engine, baseline: "raw LMDB, one durable put a commit", raw)
 }
 
@@ -219,9 +222,7 @@ if selected("enqueue-concurrent") {
     let engine = measure(
         { temporaryPath() },
         { path in
-            blocking {
-                let client = try openClient(path)
-                try await client.settleSession(user: "alice", accessToken: nil)
+            withClient(path) { client in
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for task in 0..<16 {
                         group.addTask {
@@ -232,7 +233,6 @@ if selected("enqueue-concurrent") {
                     }
                     try await group.waitForAll()
                 }
-                client.close()
             }
         }, tearDown: removing)
     let rows = peerRows(all)
@@ -311,9 +311,7 @@ if selected("drain") {
             return path
         },
         { path in
-            blocking {
-                let client = try openClient(path, batchSize: 100)
-                try await client.settleSession(user: "alice", accessToken: nil)
+            withClient(path, batchSize: 100) { client in
                 let idle = rssAnon()
                 let sampler = Task.detached {
                     var high = 0
@@ -328,7 +326,6 @@ if selected("drain") {
                 sampler.cancel()
                 let high = await sampler.value - idle
                 peak.withLock { $0 = max($0, high) }
-                client.close()
             }
         }, tearDown: removing)
     let rows = peerRows(all)
