@@ -40,7 +40,8 @@ public final class OutboxClient: Sendable {
     }
 
     /// A client let go is closed then, not when the last of its log's own tasks lets go of the log:
-    /// the path may be opened again as soon as the app holds no client.
+    /// the path may be opened again once nothing holds the client (a running call holds it until it
+    /// returns).
     deinit { close() }
 
     /// Opens the log at `url` (a folder), creating it if needed (R8.8). The session starts as the log
