@@ -280,9 +280,8 @@ final class RowTransport: OutboxTransport {
             let log = client?.log
             _ = try await client?.enqueue(todo(1))
             client = nil
-            let reopened = try OutboxClient.open(path: path, configuration: testConfiguration())
+            let reopened = try withExtendedLifetime(log) { try OutboxClient.open(path: path, configuration: testConfiguration()) }
             #expect(try await reopened.queue.all().count == 1)
-            #expect(log != nil)
         }
     }
 
