@@ -1,7 +1,7 @@
 // The benchmarks: warm-up, N timed runs, median and best, each figure also a ratio to a baseline
 // measured in the same run (this machine is shared and noisy).
 //
-//   swift run -c release outbox-benchmarks [--quick] [--runs N] [--size N] [filter]
+//   swift run -c release outbox-benchmarks [--quick] [--runs N] [--size N] [filter]   (--help: the cases)
 import COutboxLMDB
 import Foundation
 import Outbox
@@ -31,7 +31,20 @@ let options: Options = {
             guard let text = words.first, let runs = Int(text), runs > 0 else { fatalError("--runs takes a number") }
             options.runs = runs
             words.removeFirst()
-        default: options.filter = word
+        case "--help", "-h":
+            print(
+                """
+                usage: outbox-benchmarks [--quick] [--runs N] [--size N] [FILTER]
+                  --quick     small sizes: a smoke run, too small to judge by
+                  --runs N    timed runs per case after one warm-up (default 5)
+                  --size N    the large cases' size (default 1,000,000; long-life 100,000)
+                  FILTER      run only the cases whose name contains it: enqueue-durable, enqueue-concurrent,
+                              bulk-enqueue, drain, rebuild, history, open, long-life
+                """)
+            exit(0)
+        default:
+            guard !word.hasPrefix("-") else { fatalError("unknown option \(word); see --help") }
+            options.filter = word
         }
     }
     return options
@@ -349,6 +362,38 @@ if selected("drain") {
     print(
         "8. peak anonymous memory while draining \(bulkSize): \(peak.withLock { $0 } / 1024) KiB above idle (RssAnon, sampled every 5 ms)"
     )
+}
+
+// 9. Long life: one client makes 100,000 single enqueues in a row; the last 10 % against the first
+// 10 % of the same client (TESTING.md §5: a per-commit cost that grows is a defect). No fsync, so the
+// figure is the engine's own work per commit, not the disk's.
+if selected("long-life") {
+    let size = options.size ?? (options.quick ? 10_000 : 100_000)
+    let tenth = size / 10
+    let all = writes(size)
+    let path = temporaryPath()
+    let marks = Mutex<[Double]>([])
+    blocking {
+        var configuration = OutboxConfiguration(autoSync: false, durability: .noSync)
+        configuration.crashPlan = nil
+        let client = try OutboxClient.open(path: path, configuration: configuration)
+        try await client.settleSession(user: "alice", accessToken: nil)
+        var times: [Double] = []
+        for (index, write) in all.enumerated() {
+            if index % tenth == 0 { times.append(Double(DispatchTime.now().uptimeNanoseconds) / 1e9) }
+            try await client.enqueue(write)
+        }
+        times.append(Double(DispatchTime.now().uptimeNanoseconds) / 1e9)
+        client.close()
+        marks.withLock { $0 = times }
+    }
+    removing(path)
+    let times = marks.withLock { $0 }
+    let first = times[1] - times[0]
+    let last = times[10] - times[9]
+    report(
+        "9. long life: the last 10 % of \(size) single enqueues (no fsync), one client", size: tenth, (last, last),
+        baseline: "the first 10 % of the same client", (first, first))
 }
 
 if selected("rebuild") || selected("history") || selected("open") {

@@ -94,6 +94,8 @@ struct SimWrite {
     /// No dependsOn, no atomic group, and no earlier write of its user to its row at all: nothing the
     /// library could make it wait for, so it is sendable from its enqueue until it is first sent (I4).
     var isFree: Bool
+    /// Enqueued in an atomic group: it may wait on what another member waits on (R4.5).
+    var grouped: Bool
     /// How many requests the library had made when its enqueue returned to the simulator.
     var enqueuedAtRequest: Int
 }
@@ -119,9 +121,10 @@ struct SimulationRun {
     var tokenSerial = 0
     var writes: [WriteID: SimWrite] = [:]
     var order: [WriteID] = []
-    /// Writes the app took out (discard, withdraw, clear): how many writes the instance had applied
-    /// then, and how many requests the library had made when the call began (requests from then on
-    /// may treat the write as settled, I4).
+    /// Writes the app took out (discard, withdraw, clear), and writes those calls refused for good
+    /// (which settle as a write taken out does, R3.1): how many writes the instance had applied then,
+    /// and how many requests the library had made when the call began (requests from then on may treat
+    /// the write as settled, I4).
     var removed: [WriteID: Removal] = [:]
     /// Answered writes the app took or forgot: each must have been applied.
     var taken: Set<WriteID> = []
@@ -250,6 +253,7 @@ struct SimulationRun {
         return (Write(table: table, operation: op, key: key, body: body, dependsOn: explicit), explicit)
     }
 
+    /// Applied, taken out, or refused for good (R3.1), as far as the simulator saw.
     private func settledInMyView(_ id: WriteID) -> Bool {
         removed[id] != nil || transport.instance.applied.contains { $0.id == id }
     }
@@ -264,7 +268,7 @@ struct SimulationRun {
         writes[id] = SimWrite(
             id: id, user: user, table: write.table, key: write.key, body: write.body,
             dependencies: Array(Set(explicit + sameRow)).sorted(),
-            isFree: explicit.isEmpty && sameRowEver.isEmpty && !grouped, enqueuedAtRequest: requestCount)
+            isFree: explicit.isEmpty && sameRowEver.isEmpty && !grouped, grouped: grouped, enqueuedAtRequest: requestCount)
         order.append(id)
         transport.state.withLock { $0.owners[id] = user }
     }
@@ -363,8 +367,10 @@ struct SimulationRun {
         guard let write = try await pick({ $0.state.name == "blocked" }) else { return }
         let id = write.id
         let before = requestCount
+        let appliedBefore = transport.instance.applied.count
         if case .withdrawn? = try await call("withdraw", { outbox in try await outbox.queue.withdraw(id) }) {
             removed[write.id] = Removal(applied: transport.instance.applied.count, request: before)
+            try noteRefusalsForGood(Removal(applied: appliedBefore, request: before))
         }
     }
 
@@ -373,8 +379,21 @@ struct SimulationRun {
         let withDependents = rng.chance(0.5)
         let id = write.id
         let before = requestCount
+        let appliedBefore = transport.instance.applied.count
         if try await call("discard", { outbox in try await outbox.queue.discard(id, withDependents: withDependents) }) == true {
-            removed[write.id] = Removal(applied: transport.instance.applied.count, request: before)
+            if removed[write.id] == nil {
+                removed[write.id] = Removal(applied: transport.instance.applied.count, request: before)
+            }
+            try noteRefusalsForGood(Removal(applied: appliedBefore, request: before))
+        }
+    }
+
+    /// A withdraw or a discard with dependents refuses the writes that waited on it for good: from then
+    /// on they settle their row and their dependents as a write taken out does (R3.1), so later writes to
+    /// the same row go. They count as taken out from the moment the call began.
+    private mutating func noteRefusalsForGood(_ at: Removal) throws {
+        for write in try outbox.everyWrite() where write.state.isRefusedForGood && removed[write.id] == nil {
+            removed[write.id] = at
         }
     }
 
@@ -397,7 +416,7 @@ struct SimulationRun {
         let held = try await outbox.queue.all().map(\.id)
         let before = requestCount
         if try await call("clearLocalData", { outbox in try await outbox.clearLocalData(user: user) }) != nil {
-            for id in held where !(try await outbox.queue.all().contains { $0.id == id }) {
+            for id in held where !(try await outbox.queue.all().contains { $0.id == id }) && removed[id] == nil {
                 removed[id] = Removal(applied: transport.instance.applied.count, request: before)
             }
         }
@@ -514,6 +533,15 @@ struct SimulationRun {
                     }
                 case .pending:
                     if !write.waiting { failures.append("I8: write \(id) is still sendable after healing") }
+                    // A write waits only behind one that still holds it: pending, refused (not for good),
+                    // blocked or dead. Answered, taken out or refused for good hold nothing (R2.2, R3.1).
+                    if let mine = writes[id], !mine.grouped,
+                        !mine.dependencies.contains(where: {
+                            held[$0].map { !$0.state.isAnswered && !$0.state.isRefusedForGood } ?? false
+                        })
+                    {
+                        failures.append("I8: write \(id) waits after healing, and nothing it depends on holds it")
+                    }
                 case .refused(let refusal):
                     if !refusal.isFinal { failures.append("I8: write \(id) is still refused (not final) after healing") }
                 case .blocked, .dead:

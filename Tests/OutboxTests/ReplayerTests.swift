@@ -63,10 +63,6 @@ func syncHeldAtItsFirstSend(_ path: String, writes: Int) async throws -> (
 }
 
 /// Waits (yielding) until `condition` holds: for a task to reach a point another task set up.
-func eventually(_ condition: () -> Bool) async {
-    for _ in 0..<100_000 where !condition() { await Task.yield() }
-}
-
 @Suite("Classification (R4.3)")
 struct ClassificationTests {
     @Test(

@@ -52,3 +52,13 @@ func token(subject: String) -> String {
         .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
     return "eyJhbGciOiJIUzI1NiJ9.\(payload).c2lnbmF0dXJl"
 }
+
+/// Yields until `condition` holds; records a failure of the calling test when it still does not after
+/// 100,000 yields (a wait on something another task does, with a limit, never a sleep).
+func eventually(sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool) async {
+    for _ in 0..<100_000 {
+        if condition() { return }
+        await Task.yield()
+    }
+    Issue.record("the condition did not hold after 100,000 yields", sourceLocation: sourceLocation)
+}

@@ -73,9 +73,9 @@ public final class SimulatedInstance: OutboxTransport {
         var applied: [Applied] = []
         var received: [Received] = []
         var siblings = 0
-        var onCrash: (@Sendable () -> Void)?
+        var onCrash: Callback<Void>?
         var unmakeable: Set<String> = []
-        var onApply: (@Sendable (Applied, IdempotencyKey) -> Void)?
+        var onApply: Callback<(Applied, IdempotencyKey)>?
     }
 
     private let state = Mutex(State())
@@ -92,11 +92,11 @@ public final class SimulatedInstance: OutboxTransport {
     public var unusedScript: [Scripted] { state.withLock { $0.script } }
 
     /// What runs when a `crashAfterApply` entry is used (the scenario runner drops its client there).
-    public func onCrash(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.onCrash = handler } }
+    public func onCrash(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.onCrash = Callback(handler) } }
 
     /// Runs just before the instance applies a write (the crash harness records applies with it).
     public func onApply(_ handler: @escaping @Sendable (Applied, IdempotencyKey) -> Void) {
-        state.withLock { $0.onApply = handler }
+        state.withLock { $0.onApply = Callback { handler($0.0, $0.1) } }
     }
 
     /// Takes as applied, answered accepted, a write an earlier run of the instance applied (the crash
@@ -131,7 +131,7 @@ public final class SimulatedInstance: OutboxTransport {
     // MARK: - OutboxTransport
 
     public func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
-        var crash: (@Sendable () -> Void)?
+        var crash: Callback<Void>?
         let answer = state.withLock { state -> RequestAnswer in
             state.received.append(Received(writes: batch.writes.map(\.id), accessToken: accessToken))
             if let index = state.script.firstIndex(where: { $0 != .readFails }), state.script[index].isRequestLevel {
@@ -158,7 +158,7 @@ public final class SimulatedInstance: OutboxTransport {
             }
             return .answered(Self.apply(batch, scripted: true, &state))
         }
-        crash?()
+        crash?.call(())
         return answer
     }
 
@@ -216,7 +216,8 @@ public final class SimulatedInstance: OutboxTransport {
     }
 
     private static func store(_ write: OutgoingWrite, _ answer: WriteAnswer, _ state: inout State) {
-        state.onApply?(Applied(origin: write.origin, id: write.id, table: write.table, key: write.key), write.idempotencyKey)
+        state.onApply?.call(
+            (Applied(origin: write.origin, id: write.id, table: write.table, key: write.key), write.idempotencyKey))
         state.byKey[write.idempotencyKey] = answer
         state.byIdentity[Identity(origin: write.origin, id: write.id)] = answer
         state.applied.append(Applied(origin: write.origin, id: write.id, table: write.table, key: write.key))

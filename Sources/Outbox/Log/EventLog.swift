@@ -17,7 +17,8 @@ package final class EventLog: Sendable {
     /// Indexed by `ProjectionTable.index`: an array, not a dictionary, on the path of every put and get.
     private let tables: [Database]
     package let committer = GroupCommitter()
-    private let commitObserver = Mutex<(@Sendable ([RecordedEvent]) -> Void)?>(nil)
+    /// Told of each commit of the group committer (a class box: see `Callback`).
+    private let commitObserver = Mutex<Callback<[RecordedEvent]>?>(nil)
     /// The last write transaction's store tables, for the next one (`TransactionStore.Memory`).
     private let storeMemory = Mutex<TransactionStore.Memory?>(nil)
 
@@ -155,14 +156,17 @@ package final class EventLog: Sendable {
     /// Closes the LMDB environment once running transactions end: the path can be opened again.
     package func close() { environment.close() }
 
-    /// Calls `observer` after every commit of the group committer with the events it committed, on the
-    /// writer's queue (status and the events stream are fed from here).
+    /// Calls `observer` after every commit of the group committer with the events it committed, in
+    /// commit order, on the committer's notification queue (not the writer's), before the callers of
+    /// that commit are told it is done. Status and the events stream are fed from here.
     func observeCommits(_ observer: (@Sendable ([RecordedEvent]) -> Void)?) {
-        commitObserver.withLock { $0 = observer }
+        let callback = observer.map { Callback($0) }
+        commitObserver.withLock { $0 = callback }
     }
 
+    /// Tells the observer of a commit's events.
     func didCommit(_ events: [RecordedEvent]) {
-        commitObserver.withLock { $0 }?(events)
+        commitObserver.withLock { $0 }?.call(events)
     }
 
     // MARK: - Reading

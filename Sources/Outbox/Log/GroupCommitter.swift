@@ -6,6 +6,10 @@ internal import Synchronization
 /// while a commit is in flight are run together in the next transaction, so 16 concurrent enqueues cost
 /// far fewer than 16 flushes (R2.3).
 ///
+/// What follows a commit (the observer that refreshes the status and feeds the events stream, then the
+/// callers' completions) runs on a second serial queue, in commit order, so the writer goes on to the
+/// next transaction at once, and a caller that is told its commit is done sees the status it made.
+///
 /// A job that throws (anything but an LMDB error) before appending anything fails alone; the others of its group still commit. A job
 /// that throws after appending fails the whole transaction (nothing of it is written), and every job
 /// of the group gets that error.
@@ -25,9 +29,9 @@ package final class GroupCommitter: Sendable {
     }
 
     private let queue = DispatchQueue(label: "outbox.log-writer")
+    private let notifications = DispatchQueue(label: "outbox.log-notifications")
     private let state = Mutex(State())
 
-    /// How many transactions the committer has run (each is one commit).
     /// Jobs waiting for the next transaction.
     package var waitingCount: Int { state.withLock { $0.jobs.count } }
 
@@ -77,11 +81,13 @@ package final class GroupCommitter: Sendable {
                 committed = appender.appended
             }
         } catch {
-            for job in jobs { job.complete(.failure(error)) }
+            notifications.async { for job in jobs { job.complete(.failure(error)) } }
             return
         }
         for job in jobs where job.isEnqueue { log.crashPlan?.pass(.enqueueAfterCommit) }
-        if !committed.isEmpty { log.didCommit(committed) }
-        for (job, result) in zip(jobs, results) { job.complete(result) }
+        notifications.async { [committed, results] in
+            if !committed.isEmpty { log.didCommit(committed) }
+            for (job, result) in zip(jobs, results) { job.complete(result) }
+        }
     }
 }

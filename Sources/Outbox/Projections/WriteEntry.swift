@@ -63,9 +63,10 @@ struct WriteEntry: Hashable, Sendable {
         try bytes.withUnsafeBytes { try decode($0) }
     }
 
-    /// Settled (R2.2): answered, or (no entry) no longer in the queue. Both are final.
+    /// Settled (R2.2, R3.1): answered, refused for good, or (no entry) no longer in the queue. Each is
+    /// final: a write refused for good never goes, so nothing waits behind it.
     static func isSettled(_ entry: WriteEntry?) -> Bool {
-        entry.map { $0.state.isAnswered } ?? true
+        entry.map { $0.state.isAnswered || $0.state.isRefusedForGood } ?? true
     }
 
     /// Which per-user list the state puts the write in.

@@ -18,6 +18,10 @@ enum QueueOperations {
                 guard queued.user == user else {
                     throw OutboxError.invalid("dependsOn names write \(dependency) of another user")
                 }
+                // It could never be sent after a write that is never sent (R3.1).
+                if try reader.entry(dependency)?.state.isRefusedForGood == true {
+                    throw OutboxError.invalid("dependsOn names write \(dependency), which was refused for good: discard it")
+                }
             }
         }
         let group = atomic && writes.count > 1 ? WriteQueued.AtomicGroup(first: WriteID(first), count: writes.count) : nil
@@ -103,7 +107,8 @@ enum QueueOperations {
         case .refused, .dead: break
         default: return false
         }
-        let waited = try hasWaitingDependents(id, reader: appender.reader)
+        // A write refused for good holds nothing behind it (R3.1): it goes whatever was queued after it.
+        let waited = try !entry.state.isRefusedForGood && hasWaitingDependents(id, reader: appender.reader)
         if waited && !withDependents { return false }
         let kind = try appender.reader.queuedEvent(of: id)?.operation ?? .custom("write")
         try appender.append(.writeDiscarded(WriteDiscarded(writeId: id, withDependents: withDependents)))

@@ -36,6 +36,13 @@ public enum WriteState: Hashable, Sendable {
         }
     }
 
+    /// Refused by the library for good (unsent or unmade): never sent again, never released; it holds
+    /// no write behind it, and `discard` takes it out.
+    public var isRefusedForGood: Bool {
+        if case .refused(let refusal) = self { return refusal.isFinal }
+        return false
+    }
+
     /// Whether a pass sends a write in this state: pending, or refused and not final (R3.1).
     public var isSendable: Bool {
         switch self {
