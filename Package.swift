@@ -43,7 +43,7 @@ let package = Package(
         .executableTarget(
             name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB", "COutboxSQLite"], path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"]),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"], exclude: ["Golden"]),
         .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation", "OutboxFuzzing"]),
     ],
     swiftLanguageModes: [.v6]

@@ -150,8 +150,7 @@ func writesWithUUIDKeys(_ count: Int, timeOrdered: Bool) -> [Write] {
 }
 
 func bulkEnqueue(path: String, _ all: [Write]) async throws {
-    var configuration = OutboxConfiguration(autoSync: false)
-    configuration.crashPlan = nil
+    let configuration = OutboxConfiguration(autoSync: false)
     let client = try OutboxClient.open(path: path, configuration: configuration)
     try await client.settleSession(user: "alice", accessToken: nil)
     var index = 0
@@ -201,8 +200,7 @@ struct LeanInstance: OutboxTransport {
 }
 
 func openClient(_ path: String, batchSize: Int = 50) throws -> OutboxClient {
-    var configuration = OutboxConfiguration(autoSync: false, batchSize: batchSize)
-    configuration.crashPlan = nil
+    let configuration = OutboxConfiguration(autoSync: false, batchSize: batchSize)
     return try OutboxClient.open(path: path, transport: LeanInstance(), configuration: configuration)
 }
 
@@ -374,8 +372,7 @@ if selected("long-life") {
     let path = temporaryPath()
     let marks = Mutex<[Double]>([])
     blocking {
-        var configuration = OutboxConfiguration(autoSync: false, durability: .noSync)
-        configuration.crashPlan = nil
+        let configuration = OutboxConfiguration(autoSync: false, durability: .noSync)
         let client = try OutboxClient.open(path: path, configuration: configuration)
         try await client.settleSession(user: "alice", accessToken: nil)
         var times: [Double] = []

@@ -3,6 +3,8 @@ internal import Synchronization
 
 #if canImport(Glibc)
     internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
 #endif
 
 /// An open LMDB environment: one file (and its lock file), owned by this object and closed with it.

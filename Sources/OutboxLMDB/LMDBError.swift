@@ -2,6 +2,8 @@ internal import COutboxLMDB
 
 #if canImport(Glibc)
     internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
 #endif
 
 /// An error of the LMDB layer: what failed, on which file, and what to do.

@@ -1,5 +1,7 @@
 #if canImport(Glibc)
     internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
 #endif
 
 /// A reader-writer lock: LMDB's map may be resized only while no transaction of this process is open,

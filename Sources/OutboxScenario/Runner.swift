@@ -63,7 +63,6 @@ private struct Run {
             autoSync: scenario.autoSync, maxRefusals: scenario.maxRefusals, batchSize: scenario.batchSize)
         configuration.clock = clock
         configuration.random = random
-        configuration.crashPlan = nil
         return try OutboxClient.open(path: folder, transport: instance, configuration: configuration)
     }
 

@@ -159,7 +159,6 @@ struct SimulationRun {
             autoSync: rng.chance(0.5), maxRefusals: 2 + rng.below(4), batchSize: 1 + rng.below(6), durability: .noSync)
         configuration.clock = clock
         configuration.random = random
-        configuration.crashPlan = nil
         if rng.chance(0.1) { configuration.initialMapSize = 256 << 10 }
         self.configuration = configuration
         users = (0..<(1 + rng.below(4))).map { "user\($0)" }

@@ -3,6 +3,8 @@ internal import Outbox
 
 #if canImport(Glibc)
     internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
 #endif
 
 /// The SIGKILL crash harness (TESTING.md §2): a worker process runs a seeded workload on a real log and
@@ -45,6 +47,7 @@ extension Commands {
         _ path: String, seed: UInt64, writes: Int, enqueueOnly: Bool, mapSize: Int?, instance: SimulatedInstance
     ) async throws {
         var configuration = OutboxConfiguration(autoSync: false, batchSize: 3)
+        configuration.crashPlan = try CrashPlan.fromEnvironment()
         if let mapSize { configuration.initialMapSize = mapSize }
         configuration.random = SeededRandomSource(seed: seed &* 0x9E37_79B9 &+ UInt64(getpid()))
         let outbox = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
@@ -361,7 +364,7 @@ final class CrashRun {
             process.arguments = ["crash-worker", log] + arguments
         }
         var environment = ProcessInfo.processInfo.environment
-        environment["OUTBOX_CRASHPOINT"] = crashPoint
+        environment[CrashPlan.environmentVariable] = crashPoint
         process.environment = environment
         let out = Pipe()
         process.standardOutput = out

@@ -3,6 +3,8 @@ internal import Foundation
 
 #if canImport(Glibc)
     internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
 #endif
 
 /// LMDB 0.9 keeps no page checksums and may crash, or loop, on a damaged page. The read-only commands

@@ -17,7 +17,6 @@ struct PowerLossTests {
         var configuration = OutboxConfiguration(autoSync: false)
         configuration.clock = ManualClock()
         configuration.random = SeededRandomSource(seed: 7)
-        configuration.crashPlan = nil
         func open() async throws -> OutboxClient {
             let client = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
             try await client.settleSession(user: "alice", accessToken: nil)

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import Testing
 
@@ -22,9 +23,27 @@ import Testing
         }
     }
 
-    @Test func crashPlanIsReadFromItsEnvironmentSyntax() {
-        #expect(CrashPoint(rawValue: "enqueue.beforeCommit") == .enqueueBeforeCommit)
-        #expect(CrashPoint.allCases.count == Set(CrashPoint.allCases.map(\.rawValue)).count)
+    // An app whose process happens to have OUTBOX_CRASHPOINT set must not kill itself: the default
+    // configuration arms nothing, whatever the environment says; only the harness reads it.
+    @Test func anAppsConfigurationNeverReadsTheCrashPointVariable() throws {
+        setenv(CrashPlan.environmentVariable, "enqueue.afterCommit#1", 1)
+        defer { unsetenv(CrashPlan.environmentVariable) }
+        #expect(OutboxConfiguration().crashPlan == nil)
+        #expect(OutboxConfiguration(autoSync: false, durability: .noSync).crashPlan == nil)
+        let plan = try #require(try CrashPlan.fromEnvironment())
+        #expect(plan.point == .enqueueAfterCommit && plan.occurrence == 1)
+    }
+
+    @Test func crashPlansAreWrittenLabelHashN() {
+        let plan = CrashPlan.parse("pass.afterSend#3")
+        #expect(plan?.point == .passAfterSend && plan?.occurrence == 3)
+        for bad in [
+            "pass.afterSend", "pass.afterSend#0", "pass.afterSend#-1", "pass.afterSend#x", "nowhere#1", "pass.afterSend#1#2",
+            "#1",
+        ] {
+            #expect(CrashPlan.parse(bad) == nil, "\(bad)")
+        }
+        #expect(Set(CrashPoint.allCases.map(\.rawValue)).count == CrashPoint.allCases.count, "labels are unique")
     }
 
     // R5.6: the same seed and clock make the same log.

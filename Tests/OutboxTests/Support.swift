@@ -15,7 +15,6 @@ func testConfiguration(seed: UInt64 = 1, clock: ManualClock = ManualClock()) -> 
     var configuration = OutboxConfiguration(autoSync: false)
     configuration.clock = clock
     configuration.random = SeededRandomSource(seed: seed)
-    configuration.crashPlan = nil
     return configuration
 }
 

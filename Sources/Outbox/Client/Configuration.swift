@@ -28,8 +28,8 @@ public struct OutboxConfiguration: Sendable {
     public var clock: any OutboxClock = SystemClock()
     /// Where randomness comes from (R5.6).
     public var random: any RandomSource = SystemRandomSource()
-    /// A crash point to arm (tests and the crash harness only).
-    public var crashPlan: CrashPlan? = CrashPlan.fromEnvironment()
+    /// A crash point to arm: tests and the crash harness set it; nothing reads it from the environment.
+    package var crashPlan: CrashPlan?
 
     public init(
         autoSync: Bool = true, maxRefusals: Int = 5, batchSize: Int = 50, durability: Durability = .full,

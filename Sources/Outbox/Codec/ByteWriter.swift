@@ -1,4 +1,8 @@
-internal import Glibc
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
 
 /// Appends the binary forms the log and projections store: LEB128 varints, length-prefixed bytes.
 struct ByteWriter {

@@ -3,11 +3,13 @@ internal import Synchronization
 
 #if canImport(Glibc)
     internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
 #endif
 
 /// Named places the engine passes where a crash would matter (TESTING.md §2). Each is a no-op unless
-/// a `CrashPlan` is armed on it.
-public enum CrashPoint: String, CaseIterable, Sendable {
+/// a `CrashPlan` is armed on it. A harness seam: an app cannot reach it.
+package enum CrashPoint: String, CaseIterable, Sendable {
     /// Inside an enqueue's transaction, its events written, before the commit.
     case enqueueBeforeCommit = "enqueue.beforeCommit"
     /// An enqueue committed, before its caller is told.
@@ -25,31 +27,44 @@ public enum CrashPoint: String, CaseIterable, Sendable {
 }
 
 /// Arms one crash point: at its `n`-th pass, `action` runs (by default the process kills itself with
-/// SIGKILL, as the crash harness wants). `OUTBOX_CRASHPOINT=label#n` arms one from the environment.
-public final class CrashPlan: Sendable {
-    public let point: CrashPoint
-    public let occurrence: Int
+/// SIGKILL, as the crash harness wants). Only a harness arms one, explicitly: the crash worker reads
+/// `OUTBOX_CRASHPOINT=label#n` with `fromEnvironment()`; an app's configuration never does.
+package final class CrashPlan: Sendable {
+    package let point: CrashPoint
+    package let occurrence: Int
     private let passes = Mutex(0)
     private let action: @Sendable () -> Void
 
-    public init(point: CrashPoint, occurrence: Int, action: (@Sendable () -> Void)? = nil) {
+    package init(point: CrashPoint, occurrence: Int, action: (@Sendable () -> Void)? = nil) {
         self.point = point
         self.occurrence = occurrence
         self.action = action ?? { kill(getpid(), SIGKILL) }
     }
 
-    /// The plan `OUTBOX_CRASHPOINT` names, if set and well formed.
-    public static func fromEnvironment() -> CrashPlan? {
-        guard let text = ProcessInfo.processInfo.environment["OUTBOX_CRASHPOINT"] else { return nil }
-        let parts = text.split(separator: "#")
+    /// The plan `label#n` names (`enqueue.afterCommit#2`), or nil when it is not of that form.
+    package static func parse(_ text: String) -> CrashPlan? {
+        let parts = text.split(separator: "#", omittingEmptySubsequences: false)
         guard parts.count == 2, let point = CrashPoint(rawValue: String(parts[0])), let n = Int(parts[1]), n > 0 else {
             return nil
         }
         return CrashPlan(point: point, occurrence: n)
     }
 
+    /// The variable the crash harness names a worker's plan in.
+    package static let environmentVariable = "OUTBOX_CRASHPOINT"
+
+    /// The crash worker's plan: none when `OUTBOX_CRASHPOINT` is unset; a malformed value throws, so a
+    /// typo cannot run a worker with no crash point and pass.
+    package static func fromEnvironment() throws -> CrashPlan? {
+        guard let text = ProcessInfo.processInfo.environment[environmentVariable] else { return nil }
+        guard let plan = parse(text) else {
+            throw OutboxError(.invalidWrite, "\(environmentVariable)=\(text) is not of the form label#n")
+        }
+        return plan
+    }
+
     /// How often the armed point has been passed.
-    public var passCount: Int { passes.withLock { $0 } }
+    package var passCount: Int { passes.withLock { $0 } }
 
     func pass(_ point: CrashPoint) {
         guard point == self.point else { return }

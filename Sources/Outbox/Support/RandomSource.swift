@@ -1,5 +1,10 @@
-internal import Glibc
 internal import Synchronization
+
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
 
 /// Where the library draws randomness (R5.6): idempotency keys, the log's origin.
 public protocol RandomSource: Sendable {

@@ -89,6 +89,21 @@ public struct RequestFailure: Hashable, Sendable {
         case device
         /// The instance answered the whole request with an HTTP status.
         case http
+
+        /// The stored code (Specs/log-format.md): fixed per case; a code is never reused.
+        var code: UInt8 {
+            switch self {
+            case .network: return 0
+            case .timeout: return 1
+            case .device: return 2
+            case .http: return 3
+            }
+        }
+
+        init?(code: UInt8) {
+            guard let kind = Self.allCases.first(where: { $0.code == code }) else { return nil }
+            self = kind
+        }
     }
 
     public var kind: Kind
@@ -109,7 +124,7 @@ public struct RequestFailure: Hashable, Sendable {
     }
 
     func encode(into writer: inout ByteWriter) {
-        writer.byte(UInt8(Kind.allCases.firstIndex(of: kind)!))
+        writer.byte(kind.code)
         writer.optional(status) { $0.varint($1) }
         writer.optional(code) { $0.string($1) }
         writer.optional(retryAfter) { $0.string($1) }
@@ -117,10 +132,10 @@ public struct RequestFailure: Hashable, Sendable {
     }
 
     static func decode(from reader: inout ByteReader) throws -> RequestFailure {
-        let index = Int(try reader.byte())
-        guard index < Kind.allCases.count else { throw DecodeFailure("unknown request failure kind") }
+        let code = try reader.byte()
+        guard let kind = Kind(code: code) else { throw DecodeFailure("unknown request failure kind \(code)") }
         return RequestFailure(
-            kind: Kind.allCases[index], status: try reader.optional { try $0.int() },
+            kind: kind, status: try reader.optional { try $0.int() },
             code: try reader.optional { try $0.string() }, retryAfter: try reader.optional { try $0.string() },
             text: try reader.optional { try $0.string() })
     }

@@ -15,11 +15,28 @@ public enum BlockedReason: String, CaseIterable, Hashable, Sendable {
     /// The session's token belongs to another user (R7.3); settling the session again clears it.
     case identityChanged
 
-    var code: UInt8 { UInt8(Self.allCases.firstIndex(of: self)!) }
+    /// The code the log and the `blocked` list store (Specs/log-format.md): fixed per case, whatever the
+    /// order of the cases. A new case takes a new code; a code is never reused.
+    var code: UInt8 {
+        switch self {
+        case .credentialRefused: return 0
+        case .keySpent: return 1
+        case .ancestorUnavailable: return 2
+        case .conflictUnresolved: return 3
+        case .failingAlone: return 4
+        case .instanceChanged: return 5
+        case .identityChanged: return 6
+        }
+    }
+
+    init?(code: UInt8) {
+        guard let reason = Self.allCases.first(where: { $0.code == code }) else { return nil }
+        self = reason
+    }
 
     static func decode(from reader: inout ByteReader) throws -> BlockedReason {
-        let code = Int(try reader.byte())
-        guard code < allCases.count else { throw DecodeFailure("unknown blocked reason \(code)") }
-        return allCases[code]
+        let code = try reader.byte()
+        guard let reason = BlockedReason(code: code) else { throw DecodeFailure("unknown blocked reason \(code)") }
+        return reason
     }
 }

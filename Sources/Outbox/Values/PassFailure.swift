@@ -13,6 +13,22 @@ public struct PassFailure: Hashable, Sendable {
         case `protocol`
         /// The token's subject is not the session's user (R7.3).
         case identityChanged
+
+        /// The stored code (Specs/log-format.md): fixed per case; a code is never reused.
+        var code: UInt8 {
+            switch self {
+            case .network: return 0
+            case .http: return 1
+            case .schemaCache: return 2
+            case .protocol: return 3
+            case .identityChanged: return 4
+            }
+        }
+
+        init?(code: UInt8) {
+            guard let kind = Self.allCases.first(where: { $0.code == code }) else { return nil }
+            self = kind
+        }
     }
 
     public var kind: Kind
@@ -29,17 +45,17 @@ public struct PassFailure: Hashable, Sendable {
     }
 
     func encode(into writer: inout ByteWriter) {
-        writer.byte(UInt8(Kind.allCases.firstIndex(of: kind)!))
+        writer.byte(kind.code)
         writer.optional(status) { $0.varint($1) }
         writer.optional(code) { $0.string($1) }
         writer.optional(retryAfter) { $0.bigEndian($1.bitPattern) }
     }
 
     static func decode(from reader: inout ByteReader) throws -> PassFailure {
-        let index = Int(try reader.byte())
-        guard index < Kind.allCases.count else { throw DecodeFailure("unknown failure kind") }
+        let code = try reader.byte()
+        guard let kind = Kind(code: code) else { throw DecodeFailure("unknown failure kind \(code)") }
         return PassFailure(
-            kind: Kind.allCases[index], status: try reader.optional { try $0.int() },
+            kind: kind, status: try reader.optional { try $0.int() },
             code: try reader.optional { try $0.string() },
             retryAfter: try reader.optional { reader in
                 let seconds = Double(bitPattern: try reader.bigEndian())

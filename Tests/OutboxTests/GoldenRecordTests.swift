@@ -1,0 +1,197 @@
+import Foundation
+import Testing
+
+@testable import Outbox
+
+/// The stored format, pinned: one file per event type and payload version under `Golden/`, each record
+/// as its sequence, its bytes in hex, and the JSON it reads as. Every run decodes each record, checks
+/// what it reads as, and (for the current version) re-encodes it byte for byte; the samples below must
+/// encode to exactly the stored bytes. So a reordered enum case, a changed code or a changed field
+/// order fails here. `OUTBOX_WRITE_GOLDEN=1 swift test --filter GoldenRecord` writes the current
+/// versions' files again, for a deliberate format change (with a new version and an upcaster).
+@Suite struct GoldenRecordTests {
+    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden")
+
+    struct Golden: Equatable {
+        var sequence: UInt64
+        var bytes: [UInt8]
+        var json: String
+    }
+
+    static func fileName(_ type: EventType, version: UInt8) -> String { "\(type.name).v\(version).txt" }
+
+    static func parse(_ text: String) throws -> [Golden] {
+        var records: [Golden] = []
+        var sequence: UInt64?
+        var bytes: [UInt8]?
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            if line.hasPrefix("record ") {
+                sequence = UInt64(line.dropFirst(7))
+            } else if line.hasPrefix("hex ") {
+                let hex = Array(line.dropFirst(4).utf8)
+                bytes = stride(from: 0, to: hex.count - 1, by: 2).compactMap {
+                    UInt8(String(decoding: hex[$0...$0 + 1], as: UTF8.self), radix: 16)
+                }
+            } else if line.hasPrefix("json ") {
+                let golden = Golden(sequence: try #require(sequence), bytes: try #require(bytes), json: String(line.dropFirst(5)))
+                records.append(golden)
+                sequence = nil
+                bytes = nil
+            }
+        }
+        return records
+    }
+
+    static func render(_ records: [RecordedEvent], type: EventType) -> String {
+        var text = "# \(type.name) version \(type.currentVersion): golden records (GoldenRecordTests). Do not edit by hand.\n"
+        for record in records {
+            let bytes = RecordCodec.encode(record.event, at: record.at, sequence: record.sequence)
+            text += "record \(record.sequence)\n"
+            text += "hex \(bytes.map { String($0, radix: 16).leftPadded(2) }.joined())\n"
+            text += "json \(JSONText.render(record.json))\n"
+        }
+        return text
+    }
+
+    // R8.1: every record of every file reads as it always did; a current one re-encodes to its bytes.
+    @Test func everyGoldenRecordDecodesAndReencodesByteForByte() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: Self.folder.path).filter { $0.hasSuffix(".txt") }
+        #expect(!files.isEmpty)
+        for file in files.sorted() {
+            let parts = file.dropLast(4).split(separator: ".")
+            let type = try #require(EventType.allCases.first { $0.name == parts[0] }, "\(file) names no event type")
+            let version = try #require(UInt8(parts[1].dropFirst()))
+            let records = try Self.parse(try String(contentsOf: Self.folder.appendingPathComponent(file), encoding: .utf8))
+            #expect(!records.isEmpty, "\(file) holds no record")
+            for golden in records {
+                #expect(golden.bytes.first == version, "\(file): record \(golden.sequence) is not of version \(version)")
+                let decoded = try RecordCodec.decode(golden.bytes, sequence: golden.sequence)
+                #expect(decoded.event.type == type)
+                #expect(JSONText.render(decoded.json) == golden.json, "\(file): record \(golden.sequence) reads otherwise")
+                if version == type.currentVersion {
+                    #expect(RecordCodec.encode(decoded.event, at: decoded.at, sequence: golden.sequence) == golden.bytes)
+                }
+            }
+        }
+    }
+
+    // Every event type has a file for the version this build writes, and the samples (every case of
+    // every stored enum) encode to exactly its bytes.
+    @Test func theSamplesEncodeToTheGoldenBytes() throws {
+        let write = ProcessInfo.processInfo.environment["OUTBOX_WRITE_GOLDEN"] == "1"
+        let samples = Dictionary(grouping: Self.samples(), by: \.event.type)
+        for type in EventType.allCases {
+            let records = try #require(samples[type], "no sample of \(type.name)")
+            let url = Self.folder.appendingPathComponent(Self.fileName(type, version: type.currentVersion))
+            if write { try Self.render(records, type: type).write(to: url, atomically: true, encoding: .utf8) }
+            let stored = try Self.parse(try String(contentsOf: url, encoding: .utf8))
+            let encoded = records.map { record in
+                Golden(
+                    sequence: record.sequence, bytes: RecordCodec.encode(record.event, at: record.at, sequence: record.sequence),
+                    json: JSONText.render(record.json))
+            }
+            #expect(encoded == stored, "\(type.name): the samples no longer encode as the golden records")
+        }
+    }
+
+    // The codes the log stores for the enums whose cases carry no raw value of their own, as
+    // Specs/log-format.md lists them.
+    @Test func storedEnumCodesAreTheDocumentedOnes() {
+        let blocked: [BlockedReason: UInt8] = [
+            .credentialRefused: 0, .keySpent: 1, .ancestorUnavailable: 2, .conflictUnresolved: 3, .failingAlone: 4,
+            .instanceChanged: 5, .identityChanged: 6,
+        ]
+        #expect(Dictionary(uniqueKeysWithValues: BlockedReason.allCases.map { ($0, $0.code) }) == blocked)
+        let pass: [PassFailure.Kind: UInt8] = [.network: 0, .http: 1, .schemaCache: 2, .protocol: 3, .identityChanged: 4]
+        #expect(Dictionary(uniqueKeysWithValues: PassFailure.Kind.allCases.map { ($0, $0.code) }) == pass)
+        let request: [RequestFailure.Kind: UInt8] = [.network: 0, .timeout: 1, .device: 2, .http: 3]
+        #expect(Dictionary(uniqueKeysWithValues: RequestFailure.Kind.allCases.map { ($0, $0.code) }) == request)
+        for code in UInt8(7)...UInt8(255) { #expect(BlockedReason(code: code) == nil) }
+    }
+
+    /// One or more records of every event type, together holding every case of every stored enum.
+    static func samples() -> [RecordedEvent] {
+        let key = IdempotencyKey(high: 0x0123_4567_89AB_CDEF, low: 0xFEDC_BA98_7654_3210)
+        let refusal = Refusal(
+            status: 422, code: "23514", reason: "check_violation", message: "new row violates check", fields: ["title"],
+            trashed: true, restorable: false, missingGrant: "insert")
+        let final = Refusal.unsent(because: "the insert it waits for was withdrawn")
+        var events: [Event] = [
+            .logCreated(LogCreated(origin: key)),
+            .sessionSettled(SessionSettled(user: "alice", identityChanged: false)),
+            .sessionSettled(SessionSettled(user: nil, identityChanged: true)),
+            .networkSwitched(NetworkSwitched(enabled: false)),
+            .passStarted(PassStarted(passId: 3, user: "alice", table: "todos", automatic: true, maxRefusals: 5, batchSize: 50)),
+            .passStarted(PassStarted(passId: 4, user: "", table: nil, automatic: false, maxRefusals: 1, batchSize: 1)),
+            .attemptStarted(
+                AttemptStarted(passId: 3, writes: [.init(id: 1, idempotencyKey: key), .init(id: 300, idempotencyKey: key)])),
+            .answerReceived(
+                AnswerReceived(
+                    passId: 3, writes: [1, 2, 3, 4, 5, 6, 7],
+                    answer: .answered([
+                        WriteAnswer(.accepted), WriteAnswer(.merged(fields: ["title", "done"]), replayed: true),
+                        WriteAnswer(.conflicted(siblingId: "sib-1", fields: ["title"])), WriteAnswer(.refused(refusal)),
+                        WriteAnswer(.blocked(.keySpent, refusal: refusal)), WriteAnswer(.failed(status: 503, text: "busy")),
+                        WriteAnswer(.skipped),
+                    ]))),
+            .answerReceived(AnswerReceived(passId: 5, writes: [9], answer: .contractBroken("the response body is not a list"))),
+            .schemaRefusalCounted(SchemaRefusalCounted(writeId: 8, passId: 3, count: 2)),
+            .writeFailed(WriteFailed(writeId: 8, passId: 3, status: 500, text: "boom", streak: 2)),
+            .writeFailed(WriteFailed(writeId: 9, passId: 4, status: nil, text: nil, streak: 0)),
+            .passEnded(PassEnded(passId: 3, stoppedBy: nil)),
+            .batchAborted(BatchAborted(passId: 3, writes: [4, 5])),
+            .writeReleased(WriteReleased(writeId: 4, idempotencyKey: key, reason: nil)),
+            .writeWithdrawn(
+                WriteWithdrawn(writeId: 4, row: ["id": 4, "title": "milk", "done": false, "tags": ["a", 1.5, nil]])),
+            .writeDiscarded(WriteDiscarded(writeId: 5, withDependents: true)),
+            .answersTaken(AnswersCleared(writes: [1, 2])),
+            .answersForgotten(AnswersCleared(writes: [3])),
+            .localDataCleared(LocalDataCleared(user: "bob", writes: [10, 11])),
+        ]
+        let operations: [Outbox.Operation] = [.insert, .update, .upsert, .delete, .custom("complete_list")]
+        for (index, operation) in operations.enumerated() {
+            events.append(
+                .writeQueued(
+                    WriteQueued(
+                        id: WriteID(UInt64(20 + index)), user: "alice", table: "todos", operation: operation,
+                        key: ["id": .int(Int64(index))], body: index == 3 ? [:] : ["title": "milk", "n": -7, "x": 0.25],
+                        baseVersion: index == 1 ? 3 : nil, dependsOn: index == 2 ? [20] : [], follows: index == 2 ? [21] : [],
+                        idempotencyKey: key, atomicGroup: index == 4 ? .init(first: 23, count: 2) : nil)))
+        }
+        for reason in BlockedReason.allCases {
+            events.append(
+                .verdictRecorded(VerdictRecorded(writeId: 30, passId: 3, state: .blocked(reason, refusal: nil), refusals: 1)))
+            events.append(.writeReleased(WriteReleased(writeId: 30, idempotencyKey: key, reason: reason)))
+        }
+        let states: [WriteState] = [
+            .pending, .accepted, .merged(fields: ["done"]), .conflicted(siblingId: "sib-2", fields: []), .refused(refusal),
+            .refused(final), .blocked(.conflictUnresolved, refusal: refusal), .dead(refusal), .dead(nil),
+        ]
+        for state in states {
+            events.append(.verdictRecorded(VerdictRecorded(writeId: 31, passId: nil, state: state, refusals: 5, replayed: true)))
+        }
+        for kind in PassFailure.Kind.allCases {
+            events.append(
+                .passEnded(
+                    PassEnded(passId: 6, stoppedBy: PassFailure(kind: kind, status: 503, code: "PGRST001", retryAfter: 2.5))))
+        }
+        for kind in RequestFailure.Kind.allCases {
+            events.append(
+                .answerReceived(
+                    AnswerReceived(
+                        passId: 7, writes: [12],
+                        answer: .failed(
+                            RequestFailure(
+                                kind: kind, status: 429, code: "PGRST", retryAfter: "Wed, 21 Oct 2026 07:28:00 GMT", text: "slow")
+                        ))))
+        }
+        return events.enumerated().map { index, event in
+            RecordedEvent(
+                sequence: UInt64(index + 1), at: Timestamp(milliseconds: 1_767_225_600_000 + Int64(index) * 1000), event: event)
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
