@@ -21,6 +21,26 @@ public struct ScenarioRunner {
 private final class ClientSlot: Sendable {
     let client = Mutex<OutboxClient?>(nil)
     let crashed = Mutex(false)
+    /// The reports of the automatic passes that did something, as the events stream told them, not
+    /// yet put in a step's output.
+    let automaticReports = Mutex<[SyncReport]>([])
+
+    /// Puts `client` in the slot and collects its automatic passes' reports.
+    func hold(_ client: OutboxClient) {
+        client.listen { [self] event in
+            if case .automaticPass(let report) = event, !report.verdicts.isEmpty || report.stoppedBy != nil {
+                automaticReports.withLock { $0.append(report) }
+            }
+        }
+        self.client.withLock { $0 = client }
+    }
+
+    func takeAutomaticReports() -> [SyncReport] {
+        automaticReports.withLock { reports in
+            defer { reports = [] }
+            return reports
+        }
+    }
 
     func crash() {
         crashed.withLock { $0 = true }
@@ -42,8 +62,6 @@ private struct Run {
     var names: [WriteID: String] = [:]
     var session: (user: String, token: String)?
     var signIns = 0
-    /// Automatic reports of a client a crash dropped during the current step.
-    var earlierReports: [SyncReport] = []
     var failures: [JSONValue] = []
 
     init(scenario: Scenario, folder: String) throws {
@@ -51,7 +69,7 @@ private struct Run {
         self.folder = folder
         let client = try Self.open(folder, scenario, clock, random, instance)
         current = client
-        slot.client.withLock { $0 = client }
+        slot.hold(client)
         instance.onCrash { [slot] in slot.crash() }
         for table in scenario.unmadeTables { instance.cannotMake(table: table) }
     }
@@ -76,8 +94,7 @@ private struct Run {
                 output["crashed"] = true
                 try await reopen()
             }
-            let automatic = (earlierReports + client.takeAutomaticReports()).map(render)
-            earlierReports = []
+            let automatic = slot.takeAutomaticReports().map(render)
             if !automatic.isEmpty || step.action.name == "sync" || step.action.name == "advance" {
                 output["autoPasses"] = .array(automatic)
             }
@@ -208,13 +225,12 @@ private struct Run {
     private mutating func reopen() async throws {
         await client.idle()
         client.close()
-        earlierReports += client.takeAutomaticReports()
         slot.client.withLock { $0 = nil }
         slot.crashed.withLock { $0 = false }
         current = nil
         let client = try Self.open(folder, scenario, clock, random, instance)
         current = client
-        slot.client.withLock { $0 = client }
+        slot.hold(client)
         if let session { try await client.settleSession(user: session.user, accessToken: session.token) }
         await client.idle()
     }

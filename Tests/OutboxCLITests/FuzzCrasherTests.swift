@@ -1,5 +1,6 @@
 import Foundation
 import OutboxFuzzing
+import Synchronization
 import Testing
 
 /// Every input a fuzzer once crashed on (Fuzz/crashers/<target>/) runs through the same target body,
@@ -24,13 +25,36 @@ struct FuzzCrasherTests {
         let body = try #require(FuzzTargets.all[target], "no fuzz target \(target)")
         let bytes = [UInt8](try Data(contentsOf: Self.folder.appending(path: crasher)))
         // On a thread of its own, as libFuzzer calls it: a body may wait for async work (the CLI
-        // target does), which must not hold one of the concurrency pool's few threads meanwhile.
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+        // target does), which must not hold one of the concurrency pool's few threads meanwhile. A
+        // crasher that hangs fails its case after the limit instead of hanging the suite.
+        let returned = await Self.returnsWithin(seconds: Self.limit) { body(bytes) }
+        #expect(returned, "\(crasher) did not return within \(Int(Self.limit)) s: a hang")
+    }
+
+    /// How long one crasher may run (each returns in milliseconds; the machine may be loaded).
+    static let limit = 60.0
+
+    /// Runs `body` on a thread of its own; true when it returned within `seconds`, false once they
+    /// ran out (the thread is then left to itself).
+    static func returnsWithin(seconds: Double, _ body: @escaping @Sendable () -> Void) async -> Bool {
+        let settled = Atomic<Bool>(false)
+        return await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
             Thread {
-                body(bytes)
-                done.resume()
+                body()
+                if !settled.exchange(true, ordering: .sequentiallyConsistent) { done.resume(returning: true) }
             }.start()
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+                if !settled.exchange(true, ordering: .sequentiallyConsistent) { done.resume(returning: false) }
+            }
         }
+    }
+
+    @Test("a body that hangs is reported, not waited for")
+    func hangsAreCaught() async {
+        let release = DispatchSemaphore(value: 0)
+        #expect(await Self.returnsWithin(seconds: 0.05) { release.wait() } == false)
+        release.signal()
+        #expect(await Self.returnsWithin(seconds: 60) {} == true)
     }
 
     @Test("the crashers folder is read") func found() { #expect(!Self.crashers.isEmpty) }

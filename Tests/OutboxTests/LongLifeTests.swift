@@ -40,4 +40,40 @@ import Testing
             client.close()
         }
     }
+
+    // R7.2, R5.2: the report of every automatic pass reaches the events stream, and nothing the client
+    // keeps grows with the passes (they were kept in a list that grew for the life of the client).
+    @Test func tenThousandAutomaticPassesKeepNothing() async throws {
+        try await withTemporaryLog { path in
+            var configuration = testConfiguration()
+            configuration.autoSync = true
+            configuration.durability = .noSync
+            let client = try await openClient(path, configuration: configuration, transport: SimulatedInstance())
+            let reports = Mutex(0)
+            client.listen { event in
+                if case .automaticPass(let report) = event, report.syncedCount == 1 { reports.withLock { $0 += 1 } }
+            }
+            let unread = client.events
+            var held: [Int] = []
+            for index in 0..<10_000 {
+                try await client.enqueue(todo(Int64(index)))
+                await client.idle()
+                if index % 1000 == 999 { held.append(client.heldInMemory) }
+            }
+            #expect(reports.withLock { $0 } == 10_000)
+            // The one subscriber that never reads holds its 1,024 newest events, however many passes ran.
+            #expect(held.allSatisfy { $0 <= 1024 }, "\(held)")
+            #expect(held.last == held[1])
+            client.close()
+            var read = 0
+            var first: OutboxEvent?
+            for await event in unread {
+                if first == nil { first = event }
+                read += 1
+            }
+            // Each pass tells localChanged, accepted and its report: 30,000 events; 1,024 kept.
+            #expect(first == .missed(count: 30_000 - 1024))
+            #expect(read == 1 + 1024)
+        }
+    }
 }

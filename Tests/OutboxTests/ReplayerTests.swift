@@ -62,7 +62,6 @@ func syncHeldAtItsFirstSend(_ path: String, writes: Int) async throws -> (
     return (client, transport, pass)
 }
 
-/// Waits (yielding) until `condition` holds: for a task to reach a point another task set up.
 @Suite("Classification (R4.3)")
 struct ClassificationTests {
     @Test(
@@ -174,6 +173,8 @@ struct ReplayerTests {
             let passes = try await client.events().filter { $0.event.type == .passStarted }
             #expect(passes.count == 1)
             #expect(transport.instance.received.count == 3)
+            // The five syncs that met the running pass shared the one waiting pass: two ran in all.
+            #expect(client.syncState.withLock { $0.passesRun } == 2)
         }
     }
 
@@ -273,9 +274,12 @@ struct ReplayerTests {
             try await client.enqueue(todo(2))
             try await client.enqueue(todo(3))
             try await client.enqueue(contentsOf: [todo(4), todo(5)], atomic: true)
+            try await client.enqueue(todo(6))
+            try await client.enqueue(todo(7))
             instance.script([
                 .verdict(.refused(refused)), .verdict(.merged(fields: ["title"])), .verdict(.blocked(.keySpent, refusal: nil)),
-                .verdict(.accepted), .verdict(.refused(refused)),
+                .verdict(.accepted), .verdict(.refused(refused)), .verdict(.conflicted(siblingId: "s1", fields: ["title"])),
+                .verdict(.accepted),
             ])
             let first = try await client.sync()
             instance.script([.verdict(.refused(refused)), .status(503, retryAfter: canary)])
@@ -289,6 +293,12 @@ struct ReplayerTests {
                     .mutationRejected(
                         WriteID(1), .init(status: 422, code: "23514", fields: ["title"], refusals: 1, isFinal: false))))
             #expect(seen.contains(.columnOverwritten(WriteID(2), fields: ["title"])))
+            // Every verdict with its write's id, accepted and conflicted included.
+            #expect(seen.contains(.conflicted(WriteID(6), siblingId: "s1", fields: ["title"])))
+            #expect(seen.contains(.accepted(WriteID(7), replayed: false)))
+            #expect(
+                !seen.contains { if case .automaticPass = $0 { true } else { false } }, "the app's own passes return their report"
+            )
             #expect(seen.contains(.blocked(WriteID(3), .keySpent)))
             #expect(seen.contains(.batchAborted([WriteID(4), WriteID(5)])))
             #expect(seen.contains { if case .deadLetter(WriteID(1), _) = $0 { true } else { false } })

@@ -22,7 +22,7 @@ public final class OutboxClient: Sendable {
     let syncState = Mutex(SyncState())
     let status = Mutex(SyncStatus())
     let statusUpdates = Broadcast<SyncStatus>()
-    let eventStream = Broadcast<OutboxEvent>()
+    let eventStream = Broadcast<OutboxEvent>(missed: { .missed(count: $0) })
 
     struct Session {
         var user: String?

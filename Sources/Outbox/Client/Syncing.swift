@@ -29,8 +29,11 @@ struct SyncState {
     var clearing: Set<String> = []
     var lastSyncedAt: Timestamp?
     var lastSyncError: PassFailure?
-    /// Reports of the passes the library ran by itself, not yet taken (scenario runner, tests).
-    var automaticReports: [SyncReport] = []
+    /// Passes started since the client opened (R5.1: triggers that meet a running pass share one).
+    var passesRun = 0
+
+    /// How many entries its collections hold (a client that runs for months must not grow with passes).
+    var heldCount: Int { waiting.count + inFlight.count + clearing.count }
 }
 
 /// Why the library may start a pass by itself (R5.2).
@@ -88,7 +91,10 @@ extension OutboxClient {
                 automatic
                 && (state.timer != nil || state.retryAfterUntil.map { $0 > now } == true
                     || (state.monitorOnline == false && state.offlineAttemptSpent) || state.networkDisabled)
-            if !held { state.isSyncing = true }
+            if !held {
+                state.isSyncing = true
+                state.passesRun += 1
+            }
             return (automatic, held)
         }
         if held {
@@ -149,7 +155,6 @@ extension OutboxClient {
             state.lastSyncError = report.stoppedBy
             if report.stoppedBy == nil && report.remainingCount == 0 { state.lastSyncedAt = now }
             guard automatic else { return nil }
-            if !report.verdicts.isEmpty || report.stoppedBy != nil { state.automaticReports.append(report) }
             guard let failure = report.stoppedBy else {
                 state.backoffStep = 0
                 return nil
@@ -164,6 +169,7 @@ extension OutboxClient {
             if let until = state.retryAfterUntil { delay = max(delay, Double(until.rawValue - now.rawValue) / 1000) }
             return delay
         }
+        if automatic { eventStream.send(.automaticPass(report)) }
         guard let delay else { return }
         armTimer(at: now.adding(seconds: delay * jitterFactor()))
     }
@@ -244,13 +250,13 @@ extension OutboxClient {
         }
     }
 
-    /// The reports of the passes the library ran by itself since the last call.
-    package func takeAutomaticReports() -> [SyncReport] {
-        syncState.withLock { state in
-            defer { state.automaticReports = [] }
-            return state.automaticReports
-        }
-    }
+    /// Calls `listener` with every event of the `events` stream, synchronously as it is sent: for the
+    /// scenario runner and the simulation, which must see each in step with the steps they drive.
+    package func listen(_ listener: @escaping @Sendable (OutboxEvent) -> Void) { eventStream.listen(listener) }
+
+    /// What the client keeps in memory that could grow with use: scheduling entries and the events
+    /// buffered for subscribers (each subscriber's buffer is bounded).
+    package var heldInMemory: Int { syncState.withLock { $0.heldCount } + eventStream.bufferedCount }
 
     // MARK: - Network (R5.4, R5.5)
 
@@ -333,7 +339,10 @@ extension OutboxClient {
             subscribe: { [self] in statusUpdates.subscribe(initial: status.withLock { $0 }) })
     }
 
-    /// What changes from now on: rejections, dead letters, blocks, aborted groups, merges, stopped passes.
+    /// What changes from now on: every verdict with its write's id, local changes, aborted groups,
+    /// stopped passes and the report of each automatic pass. Each subscriber keeps the last 1,024
+    /// events it has not read; one that falls behind further reads `missed(count)` where events were
+    /// lost.
     public var events: AsyncStream<OutboxEvent> { eventStream.subscribe() }
 
     /// Reads the counts together and publishes the status if it changed. After close it keeps its value.

@@ -37,22 +37,35 @@ public struct StatusObservation: Sendable {
     public var updates: AsyncStream<SyncStatus> { subscribe() }
 }
 
-/// What changed, for the app to react to (R7.2). Never a server's text or a token.
+/// What changed, for the app to react to: every verdict with its write's id, what the local queue did,
+/// the report of each pass the library ran by itself, and a pass that stopped. Never a server's text
+/// or a token.
 public enum OutboxEvent: Hashable, Sendable {
     /// The local queue changed: a write queued, released, withdrawn, discarded, cleared.
     case localChanged
+    /// The instance took a write; `replayed` when it had already applied it (the write was already on
+    /// the server).
+    case accepted(WriteID, replayed: Bool)
+    /// The instance merged a write over newer changes: these fields were overwritten.
+    case columnOverwritten(WriteID, fields: [String])
+    /// The instance kept its own value; the write's went to the sibling item `siblingId`.
+    case conflicted(WriteID, siblingId: String, fields: [String])
     /// The instance refused a write (or the library did, `isFinal`).
     case mutationRejected(WriteID, Rejection)
     /// A write was refused `maxRefusals` times and is dead.
     case deadLetter(WriteID, Rejection)
-    /// Nothing of an atomic group was applied (R4.5).
+    /// Nothing of an atomic group was applied.
     case batchAborted([WriteID])
-    /// The instance merged a write over newer changes: these fields were overwritten.
-    case columnOverwritten(WriteID, fields: [String])
-    /// A write is blocked until something outside the queue changes (R3.3).
+    /// A write is blocked until something outside the queue changes.
     case blocked(WriteID, BlockedReason)
     /// A pass stopped on a failure.
     case passStopped(PassFailure)
+    /// The report of a pass the library ran by itself (after an enqueue, when the network came back,
+    /// when a wait ran out…), as `sync()` returns its own.
+    case automaticPass(SyncReport)
+    /// This subscriber fell behind and lost the `count` oldest events before the next one: read the
+    /// queue to catch up.
+    case missed(count: Int)
 
     /// A refusal as the events stream shows it: status, code, fields and counts, never the message.
     public struct Rejection: Hashable, Sendable {
@@ -73,14 +86,15 @@ public enum OutboxEvent: Hashable, Sendable {
                 .localDataCleared:
                 localChanged = true
             case .verdictRecorded(let verdict):
+                let id = verdict.writeId
                 switch verdict.state {
-                case .refused(let refusal):
-                    events.append(.mutationRejected(verdict.writeId, Rejection(refusal, verdict.refusals)))
-                case .dead(let refusal):
-                    events.append(.deadLetter(verdict.writeId, Rejection(refusal ?? Refusal(), verdict.refusals)))
-                case .merged(let fields): events.append(.columnOverwritten(verdict.writeId, fields: fields))
-                case .blocked(let reason, _): events.append(.blocked(verdict.writeId, reason))
-                default: break
+                case .accepted: events.append(.accepted(id, replayed: verdict.replayed))
+                case .merged(let fields): events.append(.columnOverwritten(id, fields: fields))
+                case .conflicted(let sibling, let fields): events.append(.conflicted(id, siblingId: sibling, fields: fields))
+                case .refused(let refusal): events.append(.mutationRejected(id, Rejection(refusal, verdict.refusals)))
+                case .dead(let refusal): events.append(.deadLetter(id, Rejection(refusal ?? Refusal(), verdict.refusals)))
+                case .blocked(let reason, _): events.append(.blocked(id, reason))
+                case .pending: break
                 }
             case .batchAborted(let aborted): events.append(.batchAborted(aborted.writes))
             case .passEnded(let ended): if let failure = ended.stoppedBy { events.append(.passStopped(failure)) }
