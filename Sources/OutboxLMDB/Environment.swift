@@ -104,6 +104,10 @@ public final class Environment: @unchecked Sendable {
         }
         rc = mdb_env_open(env, location.path, flags, 0o600)
         if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_env_open"), path: location.path)) }
+        // Reader slots of processes that died inside a read (killed, or their reader child was) stay
+        // taken until someone clears them; with the log held open elsewhere, ~126 of them leave no slot
+        // for anyone, enqueue included. Clear them now, and again whenever a read finds none free.
+        Self.clearStaleReaders(env)
 
         // Open every database once, in one transaction; handles stay valid for the environment's life.
         var opened: [String: Database] = [:]
@@ -161,12 +165,27 @@ public final class Environment: @unchecked Sendable {
     public var mapSize: Int { mapSizeNow.withLock { $0 } }
 
     /// How many write transactions this environment has committed (tests count commits, not time).
-    public var commitCount: Int { commits.load(ordering: .relaxed) }
+    package var commitCount: Int { commits.load(ordering: .relaxed) }
 
     /// Whether the last commit was made `.withoutMetaSync`: an OS crash or power loss now could undo that
     /// one commit (and only it: the next commit's data flush also flushes this commit's meta page). The
     /// simulation's storage model reads it to know what a power loss may take back.
-    public var lastCommitSkippedMetaSync: Bool { lastCommitSkippedMeta.load(ordering: .relaxed) }
+    package var lastCommitSkippedMetaSync: Bool { lastCommitSkippedMeta.load(ordering: .relaxed) }
+
+    /// Frees the reader slots of processes that are gone (`mdb_reader_check`); returns how many.
+    @discardableResult
+    private static func clearStaleReaders(_ env: OpaquePointer) -> Int32 {
+        var dead: Int32 = 0
+        return mdb_reader_check(env, &dead) == 0 ? dead : 0
+    }
+
+    /// Begins a read transaction; when every reader slot is taken (`MDB_READERS_FULL`), frees the slots
+    /// of dead processes and tries once more.
+    private func beginRead(_ raw: inout OpaquePointer?) -> Int32 {
+        let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &raw)
+        guard rc == MDB_READERS_FULL, Self.clearStaleReaders(handle) > 0 else { return rc }
+        return mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &raw)
+    }
 
     /// Runs `body` in a read-only transaction (a consistent snapshot).
     public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
@@ -174,7 +193,7 @@ public final class Environment: @unchecked Sendable {
             let outcome: R? = try resizeLock.withShared {
                 try checkOpen()
                 var raw: OpaquePointer?
-                let rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &raw)
+                let rc = beginRead(&raw)
                 if rc == MDB_MAP_RESIZED { return nil }
                 try check(rc, "mdb_txn_begin", path: path)
                 let txn = ReadTransaction(handle: raw!, environment: self)

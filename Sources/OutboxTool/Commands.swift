@@ -145,6 +145,12 @@ package enum Commands {
 
         The crash harness's child process (see 'outbox crash --help'); not for use by hand.
         """,
+        "hold-reader": """
+        usage: outbox hold-reader <log>
+
+        Opens the log read-only, begins a read transaction, prints READING and waits inside it until
+        its standard input ends or it is killed: the harness of the reader-slot tests; not for use by hand.
+        """,
         "damage": """
         usage: outbox damage [--samples N] [--seed S] [--record-stride K]
 
@@ -200,6 +206,7 @@ package enum Commands {
             case "crash": return try await crash(rest)
             case "damage": return try await damage(rest)
             case "crash-worker": return try await crashWorker(rest)
+            case "hold-reader": return try holdReader(rest)
             default: return try replay(rest)
             }
         } catch let error as UsageError {
@@ -236,6 +243,17 @@ package enum Commands {
         let client = try OutboxClient.open(path: path, configuration: OutboxConfiguration(autoSync: false))
         let ids = try await client.enqueue(contentsOf: [write], atomic: false, user: user)
         say(String(ids[0].rawValue))
+        return .success
+    }
+
+    /// `outbox hold-reader <log>`: a reader that stays inside its read transaction until it is killed.
+    static func holdReader(_ words: [String]) throws -> Exit {
+        let args = try Arguments(command: "hold-reader", words: words, options: [], flags: [])
+        let inspector = try LogInspector(path: try args.positionals("log")[0])
+        try inspector.holdingARead {
+            FileHandle.standardOutput.write(Data("READING\n".utf8))
+            _ = FileHandle.standardInput.readDataToEndOfFile()
+        }
         return .success
     }
 

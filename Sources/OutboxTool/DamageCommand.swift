@@ -13,7 +13,7 @@ extension Commands {
         let rng = SeededRandomSource(seed: try args.unsigned("seed") ?? 1)
         let root = NSTemporaryDirectory() + "outbox-damage-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: root) }
-        var counts = (records: 0, truncations: 0, pages: 0)
+        var counts = (records: 0, keys: 0, entries: 0, truncations: 0, pages: 0)
         var problems: [String] = []
         let logs = try await makeSmallLogs(in: root)
         for (index, log) in logs.enumerated() {
@@ -44,13 +44,52 @@ extension Commands {
                     }
                 }
             }
-            // 2. Truncation at every 4 KiB page boundary.
+            // 2. Every byte of every log key (the 8 bytes before the record in its leaf node), flipped:
+            //    reading in order must stop at the gap and name the sequence that is missing.
+            let last = records.map(\.sequence).max() ?? 0
+            for record in records {
+                let key = withUnsafeBytes(of: record.sequence.bigEndian) { Array($0) }
+                let copies = occurrences(of: key + record.bytes, in: original)
+                guard !copies.isEmpty else {
+                    problems.append("log \(index): the key of record \(record.sequence) is not found in data.mdb")
+                    continue
+                }
+                for position in 0..<8 {
+                    var damaged = original
+                    for copy in copies { damaged[copy + position] ^= 0x01 }
+                    counts.keys += 1
+                    try write(damaged, to: scratch)
+                    if let problem = checkKeyDamage(scratch, sequence: record.sequence, last: last) {
+                        problems.append("log \(index), byte \(position) of the key of record \(record.sequence): \(problem)")
+                    }
+                }
+            }
+            // 3. Every byte of every entry of the verdict table, flipped: the queue the library and
+            //    `outbox queue` read must refuse the entry (its checksum), never show a changed write.
+            for entry in try LogInspector(path: log).log.storedWriteEntries() {
+                let id = entry.key.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                let copies = occurrences(of: entry.key + entry.value, in: original)
+                guard !copies.isEmpty else {
+                    problems.append("log \(index): the entry of write \(id) is not found in data.mdb")
+                    continue
+                }
+                for position in 0..<entry.value.count {
+                    var damaged = original
+                    for copy in copies { damaged[copy + entry.key.count + position] ^= 0x01 }
+                    counts.entries += 1
+                    try write(damaged, to: scratch)
+                    if let problem = checkEntryDamage(scratch) {
+                        problems.append("log \(index), byte \(position) of the entry of write \(id): \(problem)")
+                    }
+                }
+            }
+            // 4. Truncation at every 4 KiB page boundary.
             for end in Swift.stride(from: 0, to: original.count, by: 4096) {
                 counts.truncations += 1
                 try write(original.prefix(end), to: scratch)
                 if let problem = checkWithTool(scratch) { problems.append("log \(index), truncated at \(end): \(problem)") }
             }
-            // 3. A seeded sample of LMDB's own bytes (outside records), read by the tool in a child.
+            // 5. A seeded sample of LMDB's own bytes (outside records), read by the tool in a child.
             let share = samples / logs.count + (index < samples % logs.count ? 1 : 0)
             for _ in 0..<share {
                 var offset = Int(rng.next(below: UInt64(original.count)))
@@ -63,9 +102,9 @@ extension Commands {
             }
         }
         for problem in problems.prefix(30) { say("  " + problem) }
-        let total = counts.records + counts.truncations + counts.pages
+        let total = counts.records + counts.keys + counts.entries + counts.truncations + counts.pages
         say(
-            "damage: \(total) cases (\(counts.records) record bytes, \(counts.truncations) truncations, \(counts.pages) page bytes), \(problems.count) failed"
+            "damage: \(total) cases (\(counts.records) record bytes, \(counts.keys) key bytes, \(counts.entries) entry bytes, \(counts.truncations) truncations, \(counts.pages) page bytes), \(problems.count) failed"
         )
         return problems.isEmpty ? .success : .notSo
     }
@@ -101,6 +140,50 @@ extension Commands {
             return nil
         } catch let error as OutboxError {
             return error.sequence == sequence ? nil : "opening failed without naming the sequence: \(error)"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// A log key's byte changed: `verify`, the state as of the last event (`replay --until`) and the
+    /// events up to it (`log --to`) must each refuse the log, naming the damaged record's sequence as
+    /// the one missing, never stop early as if the log ended there.
+    private static func checkKeyDamage(_ folder: String, sequence: UInt64, last: UInt64) -> String? {
+        do {
+            let inspector = try LogInspector(path: folder)
+            let report = try inspector.verify()
+            if report.isOK { return "verify said ok" }
+            if report.sequence != sequence {
+                return "verify named \(report.sequence.map(String.init) ?? "no sequence"): \(report)"
+            }
+            for (what, read) in [
+                ("replay --until \(last)", { _ = try inspector.state(asOf: last) }),
+                ("log --to \(last)", { try inspector.forEachEvent(from: 1, to: last) { _ in true } }),
+            ] as [(String, () throws -> Void)] {
+                do {
+                    try read()
+                    return "\(what) read the log as if it were whole"
+                } catch let error as OutboxError where error.code == .damaged && error.sequence == sequence {
+                    continue
+                } catch {
+                    return "\(what) failed without naming sequence \(sequence): \(error)"
+                }
+            }
+            return nil
+        } catch let error as OutboxError {
+            return error.sequence == sequence ? nil : "opening failed without naming the sequence: \(error)"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// A verdict-table entry's byte changed: reading the queue refuses it as damage naming the file.
+    private static func checkEntryDamage(_ folder: String) -> String? {
+        do {
+            let writes = try LogInspector(path: folder).all(user: nil)
+            return "the queue read as \(writes.count) writes, the damage unseen"
+        } catch let error as OutboxError where error.code == .damaged {
+            return error.message.contains(folder) ? nil : "damage reported without naming the file: \(error)"
         } catch {
             return "\(error)"
         }

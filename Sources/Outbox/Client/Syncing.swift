@@ -323,7 +323,8 @@ extension OutboxClient {
         try await log.append { appender in
             var ids: [WriteID] = []
             try appender.reader.scan(.writes, [], nil) { key, value in
-                if try WriteEntry.decode(value).user == user { ids.append(WriteID(Key.readBigEndian(key))) }
+                let id = WriteID(Key.readBigEndian(key))
+                if try WriteEntry.decode(value, id: id).user == user { ids.append(id) }
                 return true
             }
             if !ids.isEmpty { try appender.append(.localDataCleared(LocalDataCleared(user: user, writes: ids))) }

@@ -78,7 +78,7 @@ extension EventLog {
                 let decision = try Decider.decide(
                     input,
                     entry: { id in
-                        try store.value(.writes, Key.id(id.rawValue)).map { try WriteEntry.decode($0) }
+                        try store.value(.writes, Key.id(id.rawValue)).map { try WriteEntry.decode($0, id: id) }
                     })
                 expected = decision.events
                 expectedStop = (answer.passId, decision.next)

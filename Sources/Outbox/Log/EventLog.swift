@@ -43,7 +43,7 @@ package final class EventLog: Sendable {
         environmentOptions.readOnly = options.readOnly
         environmentOptions.durability = options.durability
         environmentOptions.mapSize = options.mapSize
-        let environment = try storageErrors {
+        let environment = try storageErrors(path: path) {
             try Environment(path: path, databases: Self.databaseNames, options: environmentOptions)
         }
         self.environment = environment
@@ -54,9 +54,9 @@ package final class EventLog: Sendable {
         logDatabase = environment.database("log")
         tables = ProjectionTable.allCases.map { environment.database($0.rawValue) }
 
-        let (last, applied, layout) = try storageErrors {
+        let (last, applied, layout) = try storageErrors(path: path) {
             try environment.read { txn in
-                let last = try txn.withCursor(logDatabase) { cursor in try cursor.last().map { Key.readBigEndian($0.key) } }
+                let last = try Self.lastSequence(txn.unsafeAccess, logDatabase, path: path)
                 let applied = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.applied).map {
                     Key.readBigEndianArray($0)
                 }
@@ -87,7 +87,7 @@ package final class EventLog: Sendable {
     /// Runs `body` in one write transaction with an appender, and commits. On `MDB_MAP_FULL` the map
     /// grows and `body` runs again, so `body` must have no effect outside the transaction.
     func transaction<R>(sync: Environment.CommitSync, _ body: (inout Appender) throws -> R) throws -> R {
-        try storageErrors {
+        try storageErrors(path: path) {
             try environment.write(sync: sync) { txn in
                 try withAppender(txn) { appender in
                     let result = try body(&appender)
@@ -100,7 +100,7 @@ package final class EventLog: Sendable {
 
     private func withAppender<R>(_ txn: borrowing WriteTransaction, _ body: (inout Appender) throws -> R) throws -> R {
         let access = txn.unsafeAccess
-        let last = try access.withCursor(logDatabase) { cursor in try cursor.last().map { Key.readBigEndian($0.key) } } ?? 0
+        let last = try Self.lastSequence(access, logDatabase, path: path) ?? 0
         let logDatabase = self.logDatabase
         let store = TransactionStore(access: access, tables: tables, memory: storeMemory.withLock { $0.take() } ?? .init())
         var appender = Appender(
@@ -173,40 +173,69 @@ package final class EventLog: Sendable {
 
     /// Runs `body` with a reader over a consistent snapshot of the projections and the log.
     func read<R>(_ body: (StoreReader) throws -> R) throws -> R {
-        try storageErrors { try environment.read { txn in try body(reader(txn.unsafeAccess)) } }
+        try storageErrors(path: path) { try environment.read { txn in try body(reader(txn.unsafeAccess)) } }
     }
 
     /// Calls `body` with every event from `from` through `to`, in order, decoding each; a damaged record
     /// throws `OutboxError` (`.damaged`) naming its sequence. `body` returns false to stop.
     package func forEachEvent(from: UInt64 = 1, to: UInt64 = .max, _ body: (RecordedEvent) throws -> Bool) throws {
-        try storageErrors {
+        try storageErrors(path: path) {
             try environment.read { txn in try forEachEvent(in: txn.unsafeAccess, from: from, to: to, body) }
         }
     }
 
     /// `forEachEvent` inside a transaction the caller holds (a consistent snapshot with other reads).
+    /// Sequences run on from `from` without a gap: a missing one (a damaged key) throws `.damaged`
+    /// naming it, before anything past it is read.
     func forEachEvent(
         in access: some ReadableTransaction, from: UInt64 = 1, to: UInt64 = .max, _ body: (RecordedEvent) throws -> Bool
     ) throws {
         let path = self.path
+        var expected = max(from, 1)
         try access.withCursor(logDatabase) { cursor in
-            var entry = try cursor.seek(atLeast: Key.id(from))
-            while let current = entry {
-                guard current.key.count == 8 else {
-                    throw OutboxError.damaged(path: path, "a log key is \(current.key.count) bytes, not 8")
-                }
-                let sequence = Key.readBigEndian(current.key)
-                if sequence > to { return }
+            var entry = try cursor.seek(atLeast: Key.id(expected))
+            while let current = entry, expected <= to {
+                let sequence = try Self.sequence(ofKey: current.key, expected: expected, path: path)
                 let event = try Self.decode(current.value, sequence: sequence, path: path)
                 guard try body(event) else { return }
+                expected += 1
                 entry = try cursor.next()
             }
         }
     }
 
+    /// The sequence of the log's last record, nil for an empty log; a key that is not 8 bytes is damage.
+    private static func lastSequence(_ access: some ReadableTransaction, _ log: Database, path: String) throws -> UInt64? {
+        try access.withCursor(log) { cursor in
+            guard let last = try cursor.last() else { return nil }
+            guard last.key.count == 8 else {
+                throw OutboxError.damaged(path: path, "the log's last key is \(last.key.count) bytes, not 8")
+            }
+            return Key.readBigEndian(last.key)
+        }
+    }
+
+    /// The sequence a log key holds, which must be `expected`: the log's keys are 8 bytes and run on
+    /// without a gap (R8.2). Anything else is damage, named by the first sequence that is missing.
+    static func sequence(ofKey key: UnsafeRawBufferPointer, expected: UInt64, path: String) throws(OutboxError) -> UInt64 {
+        guard key.count == 8 else {
+            throw OutboxError.damaged(
+                path: path,
+                "the key after sequence \(expected - 1) is \(key.count) bytes, not 8: sequence \(expected) is missing",
+                sequence: expected)
+        }
+        let sequence = Key.readBigEndian(key)
+        guard sequence == expected else {
+            throw OutboxError.damaged(
+                path: path, "sequence \(expected) is missing: the log holds \(sequence) after \(expected - 1)", sequence: expected
+            )
+        }
+        return sequence
+    }
+
     /// Every stored record's bytes, by sequence (the damaged-log harness finds them in the data file).
     package func storedRecords() throws -> [(sequence: UInt64, bytes: [UInt8])] {
-        try storageErrors {
+        try storageErrors(path: path) {
             try environment.read { txn in
                 var found: [(UInt64, [UInt8])] = []
                 try txn.unsafeAccess.forEach(logDatabase, prefix: []) { key, value in
@@ -218,10 +247,26 @@ package final class EventLog: Sendable {
         }
     }
 
+    /// Every entry of the verdict table (`writes`), key and value (the damaged-log harness finds them in
+    /// the data file).
+    package func storedWriteEntries() throws -> [(key: [UInt8], value: [UInt8])] {
+        let writes = tables[ProjectionTable.writes.index]
+        return try storageErrors(path: path) {
+            try environment.read { txn in
+                var found: [([UInt8], [UInt8])] = []
+                try txn.unsafeAccess.forEach(writes, prefix: []) { key, value in
+                    found.append((Array(key), Array(value)))
+                    return true
+                }
+                return found
+            }
+        }
+    }
+
     /// The sequence number of the last event.
     package func lastSequence() throws -> UInt64 {
-        try storageErrors {
-            try environment.read { txn in try txn.withCursor(logDatabase) { try $0.last().map { Key.readBigEndian($0.key) } } }
+        try storageErrors(path: path) {
+            try environment.read { txn in try Self.lastSequence(txn.unsafeAccess, logDatabase, path: path) }
                 ?? 0
         }
     }
@@ -244,7 +289,7 @@ package final class EventLog: Sendable {
         let logDatabase = self.logDatabase
         let path = self.path
         let crashPlan = self.crashPlan
-        try storageErrors {
+        try storageErrors(path: path) {
             try environment.write { txn in
                 let access = txn.unsafeAccess
                 for table in ProjectionTable.allCases { try access.clear(tables[table.index]) }
@@ -254,7 +299,7 @@ package final class EventLog: Sendable {
                 var last: UInt64 = 0
                 var folded = 0
                 try access.forEach(logDatabase, prefix: []) { key, value in
-                    last = Key.readBigEndian(key)
+                    last = try Self.sequence(ofKey: key, expected: last + 1, path: path)
                     try projector.apply(try Self.decode(value, sequence: last, path: path))
                     folded += 1
                     if folded == total / 2 { crashPlan?.pass(.rebuildMidway) }

@@ -29,5 +29,8 @@ package final class LogInspector: Sendable {
 }
 
 extension LogInspector {
+    /// Runs `body` inside a read transaction (the reader-slot harness: a reader killed there).
+    package func holdingARead(_ body: () -> Void) throws { try log.read { _ in body() } }
+
     package func checkDecisions() throws -> DecisionReport { try log.checkDecisions() }
 }

@@ -12,7 +12,7 @@ struct StoreReader {
 
     func entry(_ id: WriteID) throws -> WriteEntry? {
         guard let bytes = try value(.writes, Key.id(id.rawValue)) else { return nil }
-        return try WriteEntry.decode(bytes)
+        return try WriteEntry.decode(bytes, id: id)
     }
 
     /// Settled: accepted, merged, conflicted, or no longer in the queue (discarded, withdrawn, cleared,

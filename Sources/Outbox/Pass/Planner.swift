@@ -96,6 +96,10 @@ struct Planner {
         func visit(_ id: WriteID) throws -> Bool {
             if skippingDone && done.contains(id) { return true }
             guard let entry = try reader.entry(id), entry.state.isSendable else { return true }
+            // A damaged list key could name another user's write: it must never go with this token (P7).
+            guard entry.user == user else {
+                throw DecodeFailure("the queue of \(user) names write \(id), which belongs to another user")
+            }
             if let table, entry.table != table { return true }
             return try body(id, entry)
         }

@@ -54,4 +54,4 @@ enum MetaKey {
 }
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 8
+let projectionLayoutVersion: UInt64 = 9

@@ -91,7 +91,7 @@ struct Projector<Store: ProjectionStore> {
 
     func entry(_ id: WriteID) throws -> WriteEntry? {
         guard let bytes = try store.value(.writes, Key.id(id.rawValue)) else { return nil }
-        return try WriteEntry.decode(bytes)
+        return try WriteEntry.decode(bytes, id: id)
     }
 
     /// Ids are given once, in order (R2.1): a `writeQueued` below the next id repeats one and queues nothing.
@@ -105,7 +105,7 @@ struct Projector<Store: ProjectionStore> {
             dependencies: queued.dependencies, atomicGroup: queued.atomicGroup, idempotencyKey: queued.idempotencyKey,
             state: .pending, refusals: 0, replayed: false, schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil,
             environmentalStreak: 0)
-        try store.set(.writes, Key.id(queued.id.rawValue), entry.encode())
+        try store.set(.writes, Key.id(queued.id.rawValue), entry.encode(id: queued.id))
         try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
         try count(entry.user) { $0.pending += 1 }
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
@@ -131,7 +131,7 @@ struct Projector<Store: ProjectionStore> {
             }
         }
         if before != after || after == .blocked { try store.set(after, key, listValue(entry.state)) }
-        try store.set(.writes, Key.id(id.rawValue), entry.encode())
+        try store.set(.writes, Key.id(id.rawValue), entry.encode(id: id))
     }
 
     private mutating func remove(_ id: WriteID) throws {

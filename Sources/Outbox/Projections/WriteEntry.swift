@@ -18,7 +18,10 @@ struct WriteEntry: Hashable, Sendable {
     var lastFailure: LastFailure?
     var environmentalStreak: Int
 
-    func encode() -> [UInt8] {
+    /// The stored entry of write `id`: its fields, then a CRC32C (little-endian) over `id`'s 8
+    /// big-endian bytes and the fields, so a damaged entry, or one under another write's key, is
+    /// caught wherever it is read (Specs/log-format.md).
+    func encode(id: WriteID) -> [UInt8] {
         var w = ByteWriter(capacity: 64)
         w.varint(queuedSequence)
         w.string(user)
@@ -39,10 +42,33 @@ struct WriteEntry: Hashable, Sendable {
             w.optional(failure.text) { $0.string($1) }
         }
         w.varint(environmentalStreak)
+        let crc = w.bytes.withUnsafeBytes { Self.checksum(id: id, fields: $0) }
+        w.littleEndian32(crc)
         return w.bytes
     }
 
-    static func decode(_ bytes: UnsafeRawBufferPointer) throws -> WriteEntry {
+    private static func checksum(id: WriteID, fields: UnsafeRawBufferPointer) -> UInt32 {
+        let head = withUnsafeBytes(of: id.rawValue.bigEndian) { CRC32C.update(0, $0) }
+        return CRC32C.update(head, fields)
+    }
+
+    /// The entry stored for write `id`; damage (a checksum that does not match) is a `DecodeFailure`
+    /// naming the write.
+    static func decode(_ bytes: UnsafeRawBufferPointer, id: WriteID) throws -> WriteEntry {
+        guard bytes.count > 4 else { throw DecodeFailure("the verdict table's entry for write \(id) is too short") }
+        let fields = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 4)])
+        let stored = (0..<4).reduce(UInt32(0)) { $0 | UInt32(bytes[bytes.count - 4 + $1]) << (8 * $1) }
+        guard checksum(id: id, fields: fields) == stored else {
+            throw DecodeFailure("the verdict table's entry for write \(id) is damaged (checksum mismatch)")
+        }
+        do {
+            return try decodeFields(fields)
+        } catch let failure as DecodeFailure {
+            throw DecodeFailure("the verdict table's entry for write \(id) is damaged (\(failure.reason))")
+        }
+    }
+
+    private static func decodeFields(_ bytes: UnsafeRawBufferPointer) throws -> WriteEntry {
         var r = ByteReader(bytes)
         let entry = WriteEntry(
             queuedSequence: try r.varint(), user: try r.string(), table: try r.string(),
@@ -59,8 +85,8 @@ struct WriteEntry: Hashable, Sendable {
         return entry
     }
 
-    static func decode(_ bytes: [UInt8]) throws -> WriteEntry {
-        try bytes.withUnsafeBytes { try decode($0) }
+    static func decode(_ bytes: [UInt8], id: WriteID) throws -> WriteEntry {
+        try bytes.withUnsafeBytes { try decode($0, id: id) }
     }
 
     /// Settled (R2.2, R3.1): answered, refused for good, or (no entry) no longer in the queue. Each is

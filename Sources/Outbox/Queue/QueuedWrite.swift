@@ -38,10 +38,12 @@ extension QueuedWrite {
         -> QueuedWrite
     {
         guard let recorded = try reader.record(entry.queuedSequence), case .writeQueued(let queued) = recorded.event,
-            queued.id == id
+            queued.id == id, queued.user == entry.user, queued.table == entry.table
         else {
             throw OutboxError(
-                .damaged, "write \(id): its writeQueued event at sequence \(entry.queuedSequence) is missing", writeID: id)
+                .damaged,
+                "write \(id): its writeQueued event at sequence \(entry.queuedSequence) is missing or is another write's",
+                writeID: id)
         }
         var state = entry.state
         var waiting = false
@@ -68,9 +70,10 @@ extension QueuedWrite {
         var failure: (any Error)?
         try reader.scan(.writes, [], nil) { key, value in
             do {
-                let entry = try WriteEntry.decode(value)
+                let id = WriteID(Key.readBigEndian(key))
+                let entry = try WriteEntry.decode(value, id: id)
                 if let user, entry.user != user { return true }
-                writes.append(try render(WriteID(Key.readBigEndian(key)), entry, reader: reader, identityLatchedFor: latched))
+                writes.append(try render(id, entry, reader: reader, identityLatchedFor: latched))
                 return true
             } catch {
                 failure = error

@@ -92,11 +92,16 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Runs `body`, turning LMDB's errors into `OutboxError`.
-func storageErrors<R>(_ body: () throws -> R) throws -> R {
+/// Runs `body`, turning LMDB's errors into `OutboxError`, and projection bytes that no longer decode
+/// into `.damaged` naming the file at `path`.
+func storageErrors<R>(path: String, _ body: () throws -> R) throws -> R {
     do {
         return try body()
     } catch let error as LMDBError {
         throw OutboxError.storage(error)
+    } catch let failure as DecodeFailure {
+        // Projection bytes that no longer read (the log's own records name their sequence already).
+        throw OutboxError.damaged(
+            path: path, "\(failure.reason); the log itself may be sound: its projections can be rebuilt from it")
     }
 }

@@ -1,0 +1,37 @@
+import Foundation
+import Outbox
+import Testing
+
+@Suite struct ReaderSlotTests {
+    // Issue 14 point 2: readers killed inside a read leave their LMDB slots taken while another process
+    // holds the log; after ~126 of them nothing could read, enqueue included. Stale slots are freed on
+    // open and whenever a read finds none free.
+    @Test func readersKilledInsideAReadDoNotUseUpTheSlots() throws {
+        try withTemporaryFolder { folder in
+            let log = folder + "/log"
+            try makeLog(log, count: 2)
+            let holder = try LogInspector(path: log)
+            let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+                "outbox")
+            for _ in 0..<140 {
+                let process = Process()
+                process.executableURL = binary
+                process.arguments = ["hold-reader", log]
+                let out = Pipe()
+                process.standardOutput = out
+                process.standardInput = Pipe()
+                try process.run()
+                let line = out.fileHandleForReading.availableData
+                #expect(String(decoding: line, as: UTF8.self).hasPrefix("READING"))
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+            #expect(try holder.all(user: nil).count == 2)
+            let enqueue = try outbox(
+                "enqueue", log, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":9}"#)
+            #expect(enqueue.status == 0, "\(enqueue.stderr)")
+            #expect(try outbox("verify", log).status == 0)
+            #expect(try holder.all(user: nil).count == 3)
+        }
+    }
+}
