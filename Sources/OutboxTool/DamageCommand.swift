@@ -13,7 +13,7 @@ extension Commands {
         let rng = SeededRandomSource(seed: try args.unsigned("seed") ?? 1)
         let root = NSTemporaryDirectory() + "outbox-damage-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: root) }
-        var counts = (records: 0, keys: 0, entries: 0, truncations: 0, pages: 0)
+        var counts = (records: 0, keys: 0, entries: 0, metas: 0, truncations: 0, pages: 0)
         var problems: [String] = []
         let logs = try await makeSmallLogs(in: root)
         for (index, log) in logs.enumerated() {
@@ -83,13 +83,31 @@ extension Commands {
                     }
                 }
             }
-            // 4. Truncation at every 4 KiB page boundary.
+            // 4. Every bit of the transaction id of both LMDB meta pages, flipped, with the log's commit
+            //    mark beside it: LMDB may then open the older meta page and undo the last commit; the log
+            //    must read whole, or be refused naming the file, never read as if it ended earlier.
+            let mark = try Data(contentsOf: URL(fileURLWithPath: log + "/last-commit"))
+            let marked = try LogInspector(path: log).lastSequence()
+            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+            for page in 0..<2 {
+                for bit in 0..<64 {
+                    var damaged = original
+                    damaged[page * pageSize + 144 + bit / 8] ^= UInt8(1 << (bit % 8))
+                    counts.metas += 1
+                    try write(damaged, to: scratch)
+                    try mark.write(to: URL(fileURLWithPath: scratch + "/last-commit"))
+                    if let problem = checkRollback(scratch, marked: marked) {
+                        problems.append("log \(index), bit \(bit) of meta page \(page)'s transaction id: \(problem)")
+                    }
+                }
+            }
+            // 5. Truncation at every 4 KiB page boundary.
             for end in Swift.stride(from: 0, to: original.count, by: 4096) {
                 counts.truncations += 1
                 try write(original.prefix(end), to: scratch)
                 if let problem = checkWithTool(scratch) { problems.append("log \(index), truncated at \(end): \(problem)") }
             }
-            // 5. A seeded sample of LMDB's own bytes (outside records), read by the tool in a child.
+            // 6. A seeded sample of LMDB's own bytes (outside records), read by the tool in a child.
             let share = samples / logs.count + (index < samples % logs.count ? 1 : 0)
             for _ in 0..<share {
                 var offset = Int(rng.next(below: UInt64(original.count)))
@@ -102,9 +120,9 @@ extension Commands {
             }
         }
         for problem in problems.prefix(30) { say("  " + problem) }
-        let total = counts.records + counts.keys + counts.entries + counts.truncations + counts.pages
+        let total = counts.records + counts.keys + counts.entries + counts.metas + counts.truncations + counts.pages
         say(
-            "damage: \(total) cases (\(counts.records) record bytes, \(counts.keys) key bytes, \(counts.entries) entry bytes, \(counts.truncations) truncations, \(counts.pages) page bytes), \(problems.count) failed"
+            "damage: \(total) cases (\(counts.records) record bytes, \(counts.keys) key bytes, \(counts.entries) entry bytes, \(counts.metas) meta bits, \(counts.truncations) truncations, \(counts.pages) page bytes), \(problems.count) failed"
         )
         return problems.isEmpty ? .success : .notSo
     }
@@ -122,6 +140,7 @@ extension Commands {
         return found
     }
 
+    /// A fresh folder holding only `data` as its data file.
     private static func write(_ data: Data, to folder: String) throws {
         try? FileManager.default.removeItem(atPath: folder)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -184,6 +203,19 @@ extension Commands {
             return "the queue read as \(writes.count) writes, the damage unseen"
         } catch let error as OutboxError where error.code == .damaged {
             return error.message.contains(folder) ? nil : "damage reported without naming the file: \(error)"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// A meta page's transaction id changed: the log reads to its marked end, or is refused.
+    private static func checkRollback(_ folder: String, marked: UInt64) -> String? {
+        do {
+            let inspector = try LogInspector(path: folder)
+            let last = try inspector.lastSequence()
+            return last >= marked ? nil : "the log read as ending at \(last), before its marked \(marked), and was not refused"
+        } catch let error as OutboxError {
+            return error.message.contains(folder) ? nil : "refused without naming the file: \(error)"
         } catch {
             return "\(error)"
         }

@@ -117,6 +117,13 @@ public struct OutboxQueue: Sendable {
             throw OutboxError(
                 .rowReadFailed, "reading the row of write \(id) from the instance failed; nothing changed", writeID: id)
         }
+        // What the instance holds is recorded in the log: it must read back like any write's body.
+        guard row.isFinite, JSONText.render(row).utf8.count <= Write.maxJSONBytes else {
+            throw OutboxError(
+                .rowReadFailed,
+                "the row of write \(id) the instance holds is not a row the log can keep (over \(Write.maxJSONBytes) bytes, or not finite); nothing changed",
+                writeID: id)
+        }
         let withdrawn = try await client.log.append { appender in
             try QueueOperations.withdraw(id, user: user, expected: entry, row: row, appender: &appender)
         }

@@ -21,6 +21,8 @@ package final class EventLog: Sendable {
     private let commitObserver = Mutex<Callback<[RecordedEvent]>?>(nil)
     /// The last write transaction's store tables, for the next one (`TransactionStore.Memory`).
     private let storeMemory = Mutex<TransactionStore.Memory?>(nil)
+    /// The last flushed commit, kept beside the log (a log opened for writing with `.full` durability).
+    private let commitMark: CommitMark?
 
     package static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
 
@@ -51,10 +53,12 @@ package final class EventLog: Sendable {
         clock = options.clock
         random = options.random
         crashPlan = options.crashPlan
-        logDatabase = environment.database("log")
-        tables = ProjectionTable.allCases.map { environment.database($0.rawValue) }
+        let logDatabase = environment.database("log")
+        let tables = ProjectionTable.allCases.map { environment.database($0.rawValue) }
+        self.logDatabase = logDatabase
+        self.tables = tables
 
-        let (last, applied, layout) = try storageErrors(path: path) {
+        let (last, applied, layout, storedOrigin) = try storageErrors(path: path) {
             try environment.read { txn in
                 let last = try Self.lastSequence(txn.unsafeAccess, logDatabase, path: path)
                 let applied = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.applied).map {
@@ -63,15 +67,32 @@ package final class EventLog: Sendable {
                 let layout = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.layout).map {
                     Key.readBigEndianArray($0)
                 }
-                return (last, applied, layout)
+                let origin = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.origin).flatMap { bytes in
+                    bytes.withUnsafeBytes { raw in
+                        var reader = ByteReader(raw)
+                        return try? Origin.decode(from: &reader)
+                    }
+                }
+                return (last, applied, layout, origin)
             }
         }
+        let markPath = CommitMark.path(forEnvironment: environment.path)
+        if let last, let storedOrigin, let mark = CommitMark.read(at: markPath), mark.origin == storedOrigin,
+            mark.sequence > last
+        {
+            throw OutboxError.damaged(
+                path: path,
+                "the log ends at sequence \(last), but sequence \(mark.sequence) was committed and flushed before: its last commits are gone (a damaged LMDB meta page rolls a log back). Restore it from a copy; to read what it holds anyway, remove \(markPath)",
+                sequence: last + 1)
+        }
+        let origin = storedOrigin ?? Origin(using: random)
+        commitMark =
+            options.readOnly || options.durability != .full ? nil : CommitMark(path: markPath, origin: origin)
         if options.readOnly {
             guard last != nil else { throw OutboxError.damaged(path: path, "the log holds no events: not an outbox log") }
             return
         }
         if last == nil {
-            let origin = Origin(using: random)
             try transaction(sync: .standard) { appender in _ = try appender.append(.logCreated(LogCreated(origin: origin))) }
         } else if layout != projectionLayoutVersion || applied != last {
             try rebuild()
@@ -86,16 +107,21 @@ package final class EventLog: Sendable {
 
     /// Runs `body` in one write transaction with an appender, and commits. On `MDB_MAP_FULL` the map
     /// grows and `body` runs again, so `body` must have no effect outside the transaction.
+    /// A commit flushed with the full sync moves the log's commit mark (`CommitMark`).
     func transaction<R>(sync: Environment.CommitSync, _ body: (inout Appender) throws -> R) throws -> R {
-        try storageErrors(path: path) {
+        var lastAppended: UInt64?
+        let result = try storageErrors(path: path) {
             try environment.write(sync: sync) { txn in
                 try withAppender(txn) { appender in
                     let result = try body(&appender)
                     try appender.finish()
+                    lastAppended = appender.appended.last?.sequence
                     return result
                 }
             }
         }
+        if sync == .standard, let lastAppended { commitMark?.advance(to: lastAppended) }
+        return result
     }
 
     private func withAppender<R>(_ txn: borrowing WriteTransaction, _ body: (inout Appender) throws -> R) throws -> R {
@@ -154,7 +180,10 @@ package final class EventLog: Sendable {
     }
 
     /// Closes the LMDB environment once running transactions end: the path can be opened again.
-    package func close() { environment.close() }
+    package func close() {
+        commitMark?.close()
+        environment.close()
+    }
 
     /// Calls `observer` after every commit of the group committer with the events it committed, in
     /// commit order, on the committer's notification queue (not the writer's), before the callers of

@@ -55,6 +55,13 @@ public struct Write: Hashable, Sendable {
     /// The longest table, user or mutation name accepted, in UTF-8 bytes.
     public static let maxNameBytes = 256
 
+    /// The most a write's key and body may hold together, as canonical JSON text (sorted keys, no
+    /// spaces): 8 MiB. Whatever `enqueue` accepts can be read back, sent and audited.
+    public static let maxJSONBytes = 8 << 20
+
+    /// The most writes one write may name in `dependsOn`.
+    public static let maxDependencies = 1024
+
     /// Checks what can be checked without the log (R2.4).
     func validate() throws {
         try Self.validateName(table, what: "the table name")
@@ -65,6 +72,14 @@ public struct Write: Hashable, Sendable {
         guard case .object(let fields) = body else { throw OutboxError.invalid("the body must be a JSON object") }
         if operation == .delete, !fields.isEmpty { throw OutboxError.invalid("a delete carries no body") }
         guard key.isFinite, body.isFinite else { throw OutboxError.invalid("a number in the key or body is not finite") }
+        guard dependsOn.count <= Self.maxDependencies else {
+            throw OutboxError.invalid("dependsOn names \(dependsOn.count) writes; a write names at most \(Self.maxDependencies)")
+        }
+        let size = JSONText.render(key).utf8.count + JSONText.render(body).utf8.count
+        guard size <= Self.maxJSONBytes else {
+            throw OutboxError.invalid(
+                "the key and body are \(size) bytes of JSON; a write holds at most \(Self.maxJSONBytes) (8 MiB)")
+        }
     }
 
     static func validateName(_ name: String, what: String) throws {

@@ -1,5 +1,5 @@
-/// JSON text: a strict RFC 8259 parser (duplicate keys, trailing data and nesting past 64 levels are
-/// errors) and a canonical renderer (sorted keys, no spaces). Written here rather than through
+/// JSON text: a strict RFC 8259 parser (duplicate keys, trailing data, nesting past 64 levels and
+/// integers beyond 64 bits are errors) and a canonical renderer (sorted keys, no spaces). Written here rather than through
 /// Foundation so that integers stay integers and errors say where the text went wrong.
 public enum JSONText {
     /// Deepest nesting accepted.
@@ -200,7 +200,15 @@ public enum JSONText {
                 guard digits(&self) > 0 else { throw error("expected a digit in the exponent") }
             }
             let text = String(decoding: bytes[start..<index], as: UTF8.self)
-            if isInteger, let value = Int64(text) { return .int(value) }
+            if isInteger {
+                // Kept exactly or refused: read as a double, 9223372036854775808 and …809 would be one
+                // number, and two rows one key.
+                guard let value = Int64(text) else {
+                    throw ParseError(
+                        offset: start, reason: "an integer beyond 64 bits (write it as a string to keep it exactly)")
+                }
+                return .int(value)
+            }
             guard let value = Double(text), value.isFinite else { throw ParseError(offset: start, reason: "number out of range") }
             return .double(value)
         }

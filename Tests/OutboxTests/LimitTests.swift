@@ -1,0 +1,79 @@
+import Testing
+
+@testable import Outbox
+
+/// Whatever `enqueue` accepts reads back (issue 14, point 1): every length-prefixed field has one
+/// limit, checked at enqueue as a typed invalid-write error that names it (R2.4), tested at the limit
+/// and one past it.
+@Suite struct LimitTests {
+    /// A write whose key and body are exactly `bytes` of canonical JSON: `{"id":1}` and `{"t":"…"}`.
+    static func write(ofJSONBytes bytes: Int) -> Write {
+        .insert(into: "todos", key: ["id": 1], body: ["t": .string(String(repeating: "x", count: bytes - 16))])
+    }
+
+    @Test func keyAndBodyUpToTheLimitReadBackAndOnePastIsRefused() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let atLimit = Self.write(ofJSONBytes: Write.maxJSONBytes)
+            #expect(JSONText.render(atLimit.key).utf8.count + JSONText.render(atLimit.body).utf8.count == Write.maxJSONBytes)
+            let id = try await client.enqueue(atLimit)
+            #expect(try await client.queue.all().first { $0.id == id }?.body == atLimit.body)
+            #expect(try await client.history(of: id).count == 1)
+            #expect(try await client.verify().isOK)
+            let before = try client.eventCount()
+            let error = await #expect(throws: OutboxError.self) {
+                try await client.enqueue(Self.write(ofJSONBytes: Write.maxJSONBytes + 1))
+            }
+            #expect(error?.code == .invalidWrite)
+            #expect(error?.message.contains("at most \(Write.maxJSONBytes)") == true)
+            #expect(try client.eventCount() == before, "a refused write changes nothing")
+        }
+    }
+
+    @Test func namesUpToTheLimitAreTakenAndOnePastIsRefused() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let name = String(repeating: "n", count: Write.maxNameBytes)
+            let long = name + "n"
+            try await client.enqueue(.insert(into: name, key: ["id": 1], body: [:]))
+            try await client.enqueue(.custom(name, table: "todos", key: ["id": 2], body: [:]))
+            try await client.settleSession(user: name, accessToken: nil)
+            try await client.enqueue(todo(3))
+            #expect(try client.everyWrite().count == 3)
+            let before = try client.eventCount()
+            await #expect(throws: OutboxError.invalidWrite) {
+                try await client.enqueue(.insert(into: long, key: ["id": 1], body: [:]))
+            }
+            await #expect(throws: OutboxError.invalidWrite) {
+                try await client.enqueue(.custom(long, table: "todos", key: ["id": 1], body: [:]))
+            }
+            await #expect(throws: OutboxError.invalidWrite) { try await client.settleSession(user: long, accessToken: nil) }
+            #expect(try client.eventCount() == before)
+            #expect(try await client.verify().isOK)
+        }
+    }
+
+    @Test func dependsOnUpToTheLimitIsTakenAndOnePastIsRefused() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: (1...Write.maxDependencies + 1).map { todo(Int64($0)) })
+            var write = todo(0)
+            write.dependsOn = Array(ids.prefix(Write.maxDependencies))
+            let id = try await client.enqueue(write)
+            #expect(try await client.write(id)?.dependsOn.count == Write.maxDependencies)
+            write.dependsOn = ids
+            await #expect(throws: OutboxError.invalidWrite) { try await client.enqueue(write) }
+            #expect(try await client.verify().isOK)
+        }
+    }
+
+    // Issue 14, point 7: integers beyond 64 bits are not rounded into doubles (two keys would be one).
+    @Test func integersBeyondSixtyFourBitsAreRefusedNotRounded() throws {
+        #expect(try JSONText.parse("9223372036854775807") == .int(Int64.max))
+        #expect(try JSONText.parse("-9223372036854775808") == .int(Int64.min))
+        for text in ["9223372036854775808", "9223372036854775809", "-9223372036854775809", #"{"id":18446744073709551616}"#] {
+            #expect(throws: JSONText.ParseError.self) { try JSONText.parse(text) }
+        }
+        #expect(try JSONText.parse("9223372036854775808.0") == .double(9_223_372_036_854_775_808.0), "a double stays a double")
+    }
+}
