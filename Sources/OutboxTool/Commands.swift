@@ -8,6 +8,12 @@ package enum Exit: Int32 {
     case success = 0
     case notSo = 1
     case failure = 2
+    /// `enqueue` only: the write is queued, but its id could not be written to standard output (a
+    /// closed pipe, a full disk): the caller must not enqueue it again; standard error names the id.
+    case queuedButNotPrinted = 3
+    /// Whoever read the output stopped reading (`outbox log LOG | head -1`): the shell's status for a
+    /// pipe closed under a writer, with nothing printed.
+    case outputClosed = 141
 }
 
 /// Where the commands write. The CLI fuzz target silences it: it runs commands thousands of times a second.
@@ -240,10 +246,32 @@ package enum Commands {
         let write = Write(
             table: try args.required("table"), operation: Operation(word: try args.required("op")), key: key, body: body,
             dependsOn: dependsOn)
+        // A closed pipe must not kill the process after the commit: the caller would retry and queue
+        // the write twice. Printing the id is checked instead.
+        signal(SIGPIPE, SIG_IGN)
         let client = try OutboxClient.open(path: path, configuration: OutboxConfiguration(autoSync: false))
-        let ids = try await client.enqueue(contentsOf: [write], atomic: false, user: user)
-        say(String(ids[0].rawValue))
+        let id = try await client.enqueue(contentsOf: [write], atomic: false, user: user)[0].rawValue
+        if let failure = writeToStandardOutput(String(id) + "\n") {
+            printError(
+                "outbox enqueue: \(path): the write is queued as write \(id), but its id could not be printed (\(failure)); do not enqueue it again"
+            )
+            return .queuedButNotPrinted
+        }
         return .success
+    }
+
+    /// Writes `text` to standard output unbuffered; nil once all of it is written, else why not.
+    static func writeToStandardOutput(_ text: String) -> String? {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return String(cString: strerror(errno))
+            }
+            bytes = bytes.dropFirst(written)
+        }
+        return nil
     }
 
     /// `outbox hold-reader <log>`: a reader that stays inside its read transaction until it is killed.

@@ -44,6 +44,8 @@ enum Untrusted {
             )
             return .failure
         }
+        // The reader of our output went away (`| head`): not damage, and nothing to say.
+        if process.terminationReason == .uncaughtSignal, process.terminationStatus == SIGPIPE { return .outputClosed }
         if process.terminationReason == .uncaughtSignal {
             printError(
                 "outbox \(command): \(path): the LMDB page structure is damaged (reading it crashed the reader, signal \(process.terminationStatus)); restore the log from a copy"

@@ -1,0 +1,76 @@
+import Foundation
+import Outbox
+import Testing
+
+/// Issue 14, point 6 and part of 12: what the tool does when its output goes nowhere.
+@Suite struct OutputTests {
+    static let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("outbox")
+
+    /// A log of 1,000 writes: `outbox log --json` prints far more than a pipe holds.
+    static func bigLog(_ path: String) async throws {
+        var configuration = OutboxConfiguration(autoSync: false, durability: .noSync)
+        configuration.clock = ManualClock()
+        let client = try OutboxClient.open(path: path, configuration: configuration)
+        try await client.settleSession(user: "alice", accessToken: nil)
+        try await client.enqueue(contentsOf: (1...1000).map { .insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "milk"]) })
+        client.close()
+    }
+
+    // `outbox log LOG | head -1`: a reader that stops reading is not a damaged log.
+    @Test func aReaderThatStopsReadingIsNotDamage() async throws {
+        try await withTemporaryFolder { folder in
+            let log = folder + "/log"
+            try await Self.bigLog(log)
+            let process = Process()
+            process.executableURL = Self.binary
+            process.arguments = ["log", log, "--json"]
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            _ = out.fileHandleForReading.availableData
+            try out.fileHandleForReading.close()
+            let stderr = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 141)
+            #expect(String(decoding: stderr, as: UTF8.self) == "", "nothing said about damage")
+        }
+    }
+
+    // An enqueue whose id cannot be printed is still queued, once, and says so with its own status.
+    @Test func anEnqueueThatCannotPrintItsIdSaysItIsQueued() throws {
+        try withTemporaryFolder { folder in
+            let log = folder + "/log"
+            for output in ["/dev/full", "closed pipe"] {
+                let process = Process()
+                process.executableURL = Self.binary
+                process.arguments = ["enqueue", log, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":1}"#]
+                let err = Pipe()
+                process.standardError = err
+                if output == "/dev/full" {
+                    process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full"))
+                } else {
+                    let out = Pipe()
+                    process.standardOutput = out
+                    try out.fileHandleForReading.close()
+                }
+                try process.run()
+                let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                #expect(process.terminationReason == .exit, "\(output)")
+                #expect(process.terminationStatus == 3, "\(output): \(stderr)")
+                #expect(stderr.contains("queued as write") && stderr.contains("do not enqueue it again"), "\(output)")
+            }
+            let queue = try outbox("queue", log)
+            #expect(queue.stdout.split(separator: "\n").count == 2, "each enqueue queued its write once")
+        }
+    }
+}
+
+func withTemporaryFolder<R>(_ body: (String) async throws -> R) async rethrows -> R {
+    let path = NSTemporaryDirectory() + "outbox-cli-" + UUID().uuidString
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try await body(path)
+}
