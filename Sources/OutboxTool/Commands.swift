@@ -25,15 +25,15 @@ package enum Console {
     static var isSilent: Bool { silent.load(ordering: .relaxed) }
 }
 
-/// Prints to standard output.
+/// Prints to standard output, every terminal control character but line breaks and tabs escaped.
 func say(_ text: String) {
-    if !Console.isSilent { print(text) }
+    if !Console.isSilent { print(TerminalText.output(text)) }
 }
 
-/// Writes a line to standard error.
+/// Writes a line to standard error, escaped as `say` escapes.
 func printError(_ text: String) {
     guard !Console.isSilent else { return }
-    var line = text
+    var line = TerminalText.output(text)
     if !line.hasSuffix("\n") { line += "\n" }
     FileHandle.standardError.write(Data(line.utf8))
 }
@@ -365,7 +365,7 @@ package enum Commands {
             ])
             say(JSONText.render(document))
         } else {
-            say("as of sequence \(snapshot.sequence)\(snapshot.user.map { ", session user \($0)" } ?? "")")
+            say("as of sequence \(snapshot.sequence)\(snapshot.user.map { ", session user \(TerminalText.field($0))" } ?? "")")
             say("queue (\(pending.count) pending):")
             for write in pending { say("  " + Render.line(write)) }
             say("verdict table (\(snapshot.writes.count) writes):")

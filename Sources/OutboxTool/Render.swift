@@ -30,7 +30,8 @@ enum Render {
         if case .blocked(let reason, _) = write.state { state += "(\(reason.rawValue))" }
         if write.waiting { state += ",waiting" }
         return [
-            String(write.id.rawValue), write.user.isEmpty ? "-" : write.user, write.table, write.operation.description, state,
+            String(write.id.rawValue), write.user.isEmpty ? "-" : TerminalText.field(write.user), TerminalText.field(write.table),
+            TerminalText.field(write.operation.description), state,
             "refusals=\(write.refusals)", JSONText.render(write.key),
         ].joined(separator: "  ")
     }

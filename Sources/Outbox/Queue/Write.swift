@@ -82,9 +82,23 @@ public struct Write: Hashable, Sendable {
         }
     }
 
+    /// C0 and C1 controls, DEL, and the bidirectional embeddings, overrides and isolates: what
+    /// controls a terminal or the direction of text.
+    package static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0x202A...0x202E, 0x2066...0x2069: return true
+        default: return false
+        }
+    }
+
     static func validateName(_ name: String, what: String) throws {
         if name.isEmpty { throw OutboxError.invalid("\(what) is empty") }
         if name.utf8.count > maxNameBytes { throw OutboxError.invalid("\(what) is longer than \(maxNameBytes) bytes") }
         if name.utf8.contains(0) { throw OutboxError.invalid("\(what) contains a NUL character") }
+        // Names are identifiers: a control character in one (ESC, CR, a bidirectional override) can
+        // only forge what a terminal or a log viewer shows.
+        if name.unicodeScalars.contains(where: isControl) {
+            throw OutboxError.invalid("\(what) contains a control character")
+        }
     }
 }
