@@ -21,14 +21,16 @@ import Testing
                 try QueueOperations.enqueue([write], user: user, atomic: false, random: SystemRandomSource(), appender: &appender)
             }
             client.close()
-            for arguments in [["queue", log], ["queue", log, "--json"], ["replay", log], ["replay", log, "--json"], ["log", log],
-                ["log", log, "--json"], ["history", log, "1"], ["history", log, "1", "--json"]]
-            {
+            for arguments in [
+                ["queue", log], ["queue", log, "--json"], ["replay", log], ["replay", log, "--json"], ["log", log],
+                ["log", log, "--json"], ["history", log, "1"], ["history", log, "1", "--json"],
+            ] {
                 let run = try outbox(arguments)
                 #expect(run.status == 0, "\(arguments): \(run.stderr)")
                 let raw = run.stdout.unicodeScalars.filter { $0 != "\n" && Write.isControl($0) }
                 #expect(raw.isEmpty, "\(arguments) printed \(raw.map { String($0.value, radix: 16) })")
-                #expect(!run.stdout.contains("\nforged") && !run.stdout.split(separator: "\n").contains { $0.hasPrefix("2  alice") })
+                #expect(
+                    !run.stdout.contains("\nforged") && !run.stdout.split(separator: "\n").contains { $0.hasPrefix("2  alice") })
             }
         }
     }
@@ -39,11 +41,14 @@ import Testing
             try await client.settleSession(user: "alice", accessToken: nil)
             for write in [
                 Write.insert(into: "todos\u{1B}", key: ["id": 1], body: [:]), .insert(into: "a\nb", key: ["id": 1], body: [:]),
-                .custom("op\u{9B}", table: "todos", key: ["id": 1], body: [:]), .insert(into: "\u{202E}x", key: ["id": 1], body: [:]),
+                .custom("op\u{9B}", table: "todos", key: ["id": 1], body: [:]),
+                .insert(into: "\u{202E}x", key: ["id": 1], body: [:]),
             ] {
                 await #expect(throws: OutboxError.invalidWrite) { try await client.enqueue(write) }
             }
-            await #expect(throws: OutboxError.invalidWrite) { try await client.settleSession(user: "eve\u{07}", accessToken: nil) }
+            await #expect(throws: OutboxError.invalidWrite) {
+                try await client.settleSession(user: "eve\u{07}", accessToken: nil)
+            }
             #expect(try client.everyWrite().isEmpty)
             client.close()
         }

@@ -4,7 +4,8 @@ import Testing
 
 /// Issue 14, point 6 and part of 12: what the tool does when its output goes nowhere.
 @Suite struct OutputTests {
-    static let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("outbox")
+    static let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+        "outbox")
 
     /// A log of 1,000 writes: `outbox log --json` prints far more than a pipe holds.
     static func bigLog(_ path: String) async throws {
@@ -12,7 +13,8 @@ import Testing
         configuration.clock = ManualClock()
         let client = try OutboxClient.open(path: path, configuration: configuration)
         try await client.settleSession(user: "alice", accessToken: nil)
-        try await client.enqueue(contentsOf: (1...1000).map { .insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "milk"]) })
+        try await client.enqueue(
+            contentsOf: (1...1000).map { .insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "milk"]) })
         client.close()
     }
 
@@ -45,7 +47,9 @@ import Testing
             for output in ["/dev/full", "closed pipe"] {
                 let process = Process()
                 process.executableURL = Self.binary
-                process.arguments = ["enqueue", log, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":1}"#]
+                process.arguments = [
+                    "enqueue", log, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":1}"#,
+                ]
                 let err = Pipe()
                 process.standardError = err
                 if output == "/dev/full" {

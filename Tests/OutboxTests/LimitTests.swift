@@ -77,3 +77,55 @@ import Testing
         #expect(try JSONText.parse("9223372036854775808.0") == .double(9_223_372_036_854_775_808.0), "a double stays a double")
     }
 }
+
+/// Issue 14, point 9: codes are short identifiers; anything else a server puts there is its text,
+/// which never reaches the status, an event or a report, and the log keeps it cut.
+@Suite struct ServerCodeTests {
+    static let long = String(repeating: "support@example.com ", count: 4_800)  // 96,000 characters
+
+    @Test func aCodeThatIsNoIdentifierNeverReachesTheStatus() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            var configuration = testConfiguration()
+            configuration.batchSize = 1
+            let client = try await openClient(path, configuration: configuration, transport: instance)
+            let events = client.events
+            try await client.enqueue(todo(1))
+            try await client.enqueue(todo(2))
+            instance.script([.verdict(.refused(Refusal(status: 422, code: Self.long))), .status(503, code: Self.long)])
+            let report = try await client.sync()
+            #expect(report.stoppedBy == PassFailure(kind: .http, status: 503, code: nil))
+            #expect(client.syncStatus.value.lastSyncError?.code == nil)
+            let refused = try #require(try await client.write(1)?.state.refusal)
+            #expect(refused.code == nil)
+            #expect(refused.message?.unicodeScalars.count == Refusal.maxTextScalars, "the log keeps the text, cut, for audits")
+            client.close()
+            var seen: [OutboxEvent] = []
+            for await event in events { seen.append(event) }
+            #expect(!"\(seen)\(report)\(client.syncStatus.value)".contains("support@example.com"))
+        }
+    }
+
+    @Test func codesAreKeptWhenTheyAreCodes() {
+        for code in ["23505", "PGRST204", "P0001", "42501", "key_spent", "a.b-c"] { #expect(Refusal.identifier(code) == code) }
+        for code in ["", String(repeating: "A", count: 33), "23 505", "x@y", "é", "PGRST\u{1B}"] {
+            #expect(Refusal.identifier(code) == nil)
+        }
+        #expect(PassFailure(kind: .http, status: 500, code: "a b").code == nil)
+        #expect(RequestFailure(kind: .http, status: 500, code: "a b").text == "a b")
+    }
+
+    @Test func theLogKeepsAnswersItCanReadBack() {
+        let sibling = String(repeating: "s", count: 100_000)
+        let answer = RequestAnswer.answered([
+            WriteAnswer(.conflicted(siblingId: sibling, fields: (0..<1000).map { "f\($0)" }))
+        ]).bounded(writes: 1)
+        guard case .answered(let answers) = answer, case .conflicted(let kept, let fields) = answers[0].verdict else {
+            Issue.record("\(answer)")
+            return
+        }
+        #expect(kept.count == Refusal.maxTextScalars && fields.count == Refusal.maxFields)
+        let tooMany = RequestAnswer.answered(Array(repeating: WriteAnswer(.accepted), count: 3)).bounded(writes: 2)
+        #expect(tooMany == .contractBroken("3 answers for a request of 2 writes"))
+    }
+}

@@ -110,10 +110,13 @@ enum Decider {
         case .accepted:
             record(id, .accepted, refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
         case .merged(let fields):
-            record(id, .merged(fields: fields), refusals: entry.refusals, replayed: answer.replayed, input, into: &decision)
+            record(
+                id, .merged(fields: Refusal.names(fields)), refusals: entry.refusals, replayed: answer.replayed, input,
+                into: &decision)
         case .conflicted(let sibling, let fields):
             record(
-                id, .conflicted(siblingId: sibling, fields: fields), refusals: entry.refusals, replayed: answer.replayed, input,
+                id, .conflicted(siblingId: Refusal.cut(sibling), fields: Refusal.names(fields)), refusals: entry.refusals,
+                replayed: answer.replayed, input,
                 into: &decision)
         case .blocked(let reason, let refusal):
             record(

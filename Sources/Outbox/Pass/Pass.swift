@@ -81,6 +81,7 @@ struct Pass: Sendable {
     {
         guard let passId = progress.passId else { return nil }
         let writes = request.writes.map(\.id)
+        let answer = answer.bounded(writes: writes.count)
         try appender.append(.answerReceived(AnswerReceived(passId: passId, writes: writes, answer: answer)))
         let input = Decider.Input(passId: passId, writes: writes, answer: answer, maxRefusals: maxRefusals, at: appender.time)
         let reader = appender.reader

@@ -118,9 +118,10 @@ public struct RequestFailure: Hashable, Sendable {
     public init(kind: Kind, status: Int? = nil, code: String? = nil, retryAfter: String? = nil, text: String? = nil) {
         self.kind = kind
         self.status = status
-        self.code = code
-        self.retryAfter = retryAfter
-        self.text = text.map { Refusal.cut($0) }
+        self.code = Refusal.identifier(code)
+        self.retryAfter = retryAfter.map { Refusal.cut($0) }
+        // A "code" that is no identifier is the server's text: audits only.
+        self.text = (text ?? (self.code == nil ? code : nil)).map { Refusal.cut($0) }
     }
 
     func encode(into writer: inout ByteWriter) {
@@ -173,6 +174,35 @@ public enum RequestAnswer: Hashable, Sendable {
         case 1: return .failed(try RequestFailure.decode(from: &reader))
         case 2: return .contractBroken(try reader.string())
         case let other: throw DecodeFailure("unknown answer kind \(other)")
+        }
+    }
+}
+
+extension RequestAnswer {
+    /// The answer as the log keeps it: every text of the server cut (R3.4), field lists capped, and a
+    /// list of answers that does not match the request (a count no request has) kept as the broken
+    /// contract it is, not as millions of entries. Whatever the log keeps must read back.
+    func bounded(writes: Int) -> RequestAnswer {
+        switch self {
+        case .answered(let answers):
+            guard answers.count == writes else {
+                return .contractBroken("\(answers.count) answers for a request of \(writes) writes")
+            }
+            return .answered(answers.map { WriteAnswer($0.verdict.bounded, replayed: $0.replayed) })
+        case .failed: return self
+        case .contractBroken(let description): return .contractBroken(Refusal.cut(description))
+        }
+    }
+}
+
+extension WriteVerdict {
+    fileprivate var bounded: WriteVerdict {
+        switch self {
+        case .merged(let fields): return .merged(fields: Refusal.names(fields))
+        case .conflicted(let sibling, let fields):
+            return .conflicted(siblingId: Refusal.cut(sibling), fields: Refusal.names(fields))
+        case .failed(let status, let text): return .failed(status: status, text: text.map { Refusal.cut($0) })
+        case .accepted, .refused, .blocked, .skipped: return self
         }
     }
 }

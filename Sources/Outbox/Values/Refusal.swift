@@ -26,15 +26,39 @@ public struct Refusal: Hashable, Sendable {
         trashed: Bool = false, restorable: Bool = false, missingGrant: String? = nil, isFinal: Bool = false
     ) {
         self.status = status
-        self.code = code
-        self.reason = reason
-        self.message = message.map { Self.cut($0) }
-        self.fields = fields
+        self.code = Self.identifier(code)
+        self.reason = reason.map { Self.cut($0) }
+        // A "code" that is no identifier is the server's text: audits only, with the message.
+        self.message = (message ?? (self.code == nil ? code : nil)).map { Self.cut($0) }
+        self.fields = Self.names(fields)
         self.trashed = trashed
         self.restorable = restorable
-        self.missingGrant = missingGrant
+        self.missingGrant = missingGrant.map { Self.cut($0) }
         self.isFinal = isFinal
     }
+
+    /// The longest code kept: PostgREST's (`PGRST204`) and SQLSTATEs (`23505`) are far shorter.
+    public static let maxCodeLength = 32
+
+    /// `code` when it is a code: 1 to 32 ASCII letters, digits, `_`, `-` or `.`. Anything else (a
+    /// sentence, an e-mail address, 96,000 characters) is the server's text, and is nil here: a code
+    /// reaches the status and the events, where the server's text never does.
+    public static func identifier(_ code: String?) -> String? {
+        guard let code, (1...maxCodeLength).contains(code.utf8.count),
+            code.utf8.allSatisfy({ byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            })
+        else { return nil }
+        return code
+    }
+
+    /// The most field names kept from a server's answer.
+    public static let maxFields = 64
+
+    /// A server's list of field names, as the log keeps it: at most 64, each cut to 200 Unicode scalars.
+    public static func names(_ fields: [String]) -> [String] { fields.prefix(maxFields).map { cut($0) } }
 
     /// The longest server text the log keeps.
     public static let maxTextScalars = 200
