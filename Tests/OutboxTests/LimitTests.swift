@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 
 @testable import Outbox
@@ -127,5 +128,55 @@ import Testing
         #expect(kept.count == Refusal.maxTextScalars && fields.count == Refusal.maxFields)
         let tooMany = RequestAnswer.answered(Array(repeating: WriteAnswer(.accepted), count: 3)).bounded(writes: 2)
         #expect(tooMany == .contractBroken("3 answers for a request of 2 writes"))
+    }
+}
+
+/// Issue 14, point 10: an atomic group's waiting state and readiness are the group's, read once a
+/// snapshot, not once a member (a group of 10,000 took 116 s to list).
+@Suite struct AtomicGroupCostTests {
+    @Test func listingAGroupReadsEachMemberAConstantNumberOfTimes() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let size = 2_000
+            _ = try await client.enqueue(contentsOf: (1...size).map { todo(Int64($0)) }, atomic: true)
+            let reads = Mutex(0)
+            let listed = try client.log.read { reader in
+                let counting = StoreReader(
+                    value: { table, key in
+                        if table == .writes { reads.withLock { $0 += 1 } }
+                        return try reader.value(table, key)
+                    }, scan: reader.scan, record: reader.record)
+                return try QueuedWrite.all(user: nil, reader: counting)
+            }
+            #expect(listed.count == size && listed.allSatisfy { !$0.waiting })
+            #expect(reads.withLock { $0 } <= 2 * size, "\(reads.withLock { $0 }) entry reads for \(size) members")
+        }
+    }
+}
+
+extension AtomicGroupCostTests {
+    @Test func planningAroundAGroupThatCannotGoReadsItOnce() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            let refused = try await client.enqueue(todo(0))
+            try await client.record(refused, .refused(Refusal(status: 422, code: "23514")), refusals: 1)
+            let size = 2_000
+            var members = (1..<size).map { todo(Int64($0)) }
+            var last = todo(Int64(size))
+            last.dependsOn = [refused]
+            members.append(last)
+            _ = try await client.enqueue(contentsOf: members, atomic: true)
+            let reads = Mutex(0)
+            let batch = try client.log.read { reader in
+                let counting = StoreReader(
+                    value: { table, key in
+                        if table == .writes { reads.withLock { $0 += 1 } }
+                        return try reader.value(table, key)
+                    }, scan: reader.scan, record: reader.record)
+                return try Planner(user: "alice", table: nil, batchSize: 50, done: [refused]).nextBatch(counting)
+            }
+            #expect(batch == nil, "the group waits behind the refused write, and nothing else is sendable")
+            #expect(reads.withLock { $0 } <= 4 * size, "\(reads.withLock { $0 }) entry reads for a group of \(size)")
+        }
     }
 }

@@ -1,3 +1,8 @@
+/// What `isWaiting` found for each atomic group, by its first id, while one snapshot is read.
+final class GroupWaiting {
+    var waiting: [WriteID: Bool] = [:]
+}
+
 /// Read access to the projections and the log, whether the projections are LMDB's (a read or write
 /// transaction) or a fold held in memory. Use it only inside the closure that hands it over: it reads
 /// through a transaction that ends with that closure.
@@ -23,9 +28,17 @@ struct StoreReader {
 
     /// Pending but held (R2.2, R4.2): a write it depends on is not settled; in an atomic group (which
     /// goes whole, R4.5), a member that would go with it depends on a write that is neither settled nor
-    /// going too.
-    func isWaiting(_ entry: WriteEntry) throws -> Bool {
+    /// going too. That is the group's answer, the same for each member: `groups` keeps it, so asking
+    /// for every member of a group of n reads the group once, not n times.
+    func isWaiting(_ entry: WriteEntry, groups: GroupWaiting? = nil) throws -> Bool {
         guard let group = entry.atomicGroup else { return try entry.dependencies.contains { try !isSettled($0) } }
+        if let known = groups?.waiting[group.first] { return known }
+        let waiting = try isGroupWaiting(group)
+        groups?.waiting[group.first] = waiting
+        return waiting
+    }
+
+    private func isGroupWaiting(_ group: WriteQueued.AtomicGroup) throws -> Bool {
         var going: [WriteID: WriteEntry] = [:]
         for offset in 0..<UInt64(group.count) {
             let member = WriteID(group.first.rawValue + offset)

@@ -16,9 +16,12 @@ struct Planner {
     func nextBatch(_ reader: StoreReader) throws -> Batch? {
         var batch = Batch()
         var inBatch = Set<WriteID>()
+        // Groups found not ready: their other members are not judged again (a group of n would cost n²).
+        var unready = Set<WriteID>()
         let horizon = try heldBehindHorizon(reader)
         try forEachCandidate(reader) { id, entry in
             if let horizon, id > horizon { return false }
+            if let group = entry.atomicGroup, unready.contains(group.first) { return true }
             guard try isReady(entry, besides: inBatch, reader) else { return true }
             if let group = entry.atomicGroup {
                 if !batch.writes.isEmpty { return false }
@@ -26,6 +29,7 @@ struct Planner {
                     batch = Batch(writes: members, isAtomic: members.count > 1)
                     return false
                 }
+                unready.insert(group.first)
                 return true
             }
             batch.writes.append(id)
@@ -56,10 +60,11 @@ struct Planner {
         var held = 0
         var behind = 0
         let horizon = try heldBehindHorizon(reader)
+        let groups = GroupWaiting()
         try forEachCandidate(reader, skippingDone: false) { id, entry in
             if let horizon, id > horizon {
                 behind += 1
-            } else if entry.state == .pending, try reader.isWaiting(entry) {
+            } else if entry.state == .pending, try reader.isWaiting(entry, groups: groups) {
                 held += 1
             }
             return true

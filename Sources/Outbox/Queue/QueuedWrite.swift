@@ -34,9 +34,9 @@ public struct QueuedWrite: Hashable, Sendable {
 
 extension QueuedWrite {
     /// The write as `all()` shows it: the entry's state, its queued event's content.
-    static func render(_ id: WriteID, _ entry: WriteEntry, reader: StoreReader, identityLatchedFor user: String?) throws
-        -> QueuedWrite
-    {
+    static func render(
+        _ id: WriteID, _ entry: WriteEntry, reader: StoreReader, identityLatchedFor user: String?, groups: GroupWaiting? = nil
+    ) throws -> QueuedWrite {
         guard let recorded = try reader.record(entry.queuedSequence), case .writeQueued(let queued) = recorded.event,
             queued.id == id, queued.user == entry.user, queued.table == entry.table
         else {
@@ -51,7 +51,7 @@ extension QueuedWrite {
             if user == entry.user {
                 state = .blocked(.identityChanged, refusal: nil)
             } else {
-                waiting = try reader.isWaiting(entry)
+                waiting = try reader.isWaiting(entry, groups: groups)
             }
         }
         return QueuedWrite(
@@ -68,12 +68,13 @@ extension QueuedWrite {
         let latched = session?.identityChanged == true ? session?.user : nil
         var writes: [QueuedWrite] = []
         var failure: (any Error)?
+        let groups = GroupWaiting()
         try reader.scan(.writes, [], nil) { key, value in
             do {
                 let id = WriteID(Key.readBigEndian(key))
                 let entry = try WriteEntry.decode(value, id: id)
                 if let user, entry.user != user { return true }
-                writes.append(try render(id, entry, reader: reader, identityLatchedFor: latched))
+                writes.append(try render(id, entry, reader: reader, identityLatchedFor: latched, groups: groups))
                 return true
             } catch {
                 failure = error
