@@ -305,7 +305,10 @@ extension Scenario {
             switch fields["retryAfter"] {
             case nil: break
             case .int(let n)?: retryAfter = String(n)
-            case .double(let d)?: retryAfter = String(Int(d.rounded(.up)))
+            case .double(let d)?:
+                // Checked before it becomes an integer: 1e308 or NaN would trap (exit 132).
+                guard d.isFinite, d >= 0, d <= 1e15 else { throw fail("retryAfter must be seconds from 0 to 1e15, or a string") }
+                retryAfter = String(Int64(d.rounded(.up)))
             case .string(let s)?: retryAfter = s
             default: throw fail("retryAfter must be seconds or a string")
             }

@@ -107,13 +107,24 @@ import Testing
         }
     }
 
-    @Test func codesAreKeptWhenTheyAreCodes() {
+    @Test func codesAreKeptWhenTheyAreCodes() throws {
         for code in ["23505", "PGRST204", "P0001", "42501", "key_spent", "a.b-c"] { #expect(Refusal.identifier(code) == code) }
         for code in ["", String(repeating: "A", count: 33), "23 505", "x@y", "é", "PGRST\u{1B}"] {
             #expect(Refusal.identifier(code) == nil)
         }
         #expect(PassFailure(kind: .http, status: 500, code: "a b").code == nil)
         #expect(RequestFailure(kind: .http, status: 500, code: "a b").text == "a b")
+        // Issue 14, point 11: a status no HTTP answer has (negative, huge) is no status, and never
+        // reaches the record encoder, whose varints take no negative number.
+        for status in [-1, 0, 99, 1000, Int.max, Int.min] {
+            #expect(Refusal(status: status).status == nil && RequestFailure(kind: .http, status: status).status == nil)
+            #expect(PassFailure(kind: .http, status: status).status == nil)
+        }
+        let event = Event.verdictRecorded(
+            VerdictRecorded(writeId: 1, passId: 1, state: .refused(Refusal(status: -7)), refusals: 1))
+        #expect(
+            try RecordCodec.decode(RecordCodec.encode(event, at: Timestamp(milliseconds: 0), sequence: 1), sequence: 1).event
+                == event)
     }
 
     @Test func theLogKeepsAnswersItCanReadBack() {

@@ -117,7 +117,7 @@ public struct RequestFailure: Hashable, Sendable {
 
     public init(kind: Kind, status: Int? = nil, code: String? = nil, retryAfter: String? = nil, text: String? = nil) {
         self.kind = kind
-        self.status = status
+        self.status = Refusal.httpStatus(status)
         self.code = Refusal.identifier(code)
         self.retryAfter = retryAfter.map { Refusal.cut($0) }
         // A "code" that is no identifier is the server's text: audits only.
@@ -201,7 +201,7 @@ extension WriteVerdict {
         case .merged(let fields): return .merged(fields: Refusal.names(fields))
         case .conflicted(let sibling, let fields):
             return .conflicted(siblingId: Refusal.cut(sibling), fields: Refusal.names(fields))
-        case .failed(let status, let text): return .failed(status: status, text: text.map { Refusal.cut($0) })
+        case .failed(let status, let text): return .failed(status: Refusal.httpStatus(status), text: text.map { Refusal.cut($0) })
         case .accepted, .refused, .blocked, .skipped: return self
         }
     }

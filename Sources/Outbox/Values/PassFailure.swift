@@ -39,7 +39,7 @@ public struct PassFailure: Hashable, Sendable {
 
     public init(kind: Kind, status: Int? = nil, code: String? = nil, retryAfter: Double? = nil) {
         self.kind = kind
-        self.status = status
+        self.status = Refusal.httpStatus(status)
         self.code = Refusal.identifier(code)
         self.retryAfter = retryAfter
     }

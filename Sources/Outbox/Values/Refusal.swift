@@ -25,7 +25,7 @@ public struct Refusal: Hashable, Sendable {
         status: Int? = nil, code: String? = nil, reason: String? = nil, message: String? = nil, fields: [String] = [],
         trashed: Bool = false, restorable: Bool = false, missingGrant: String? = nil, isFinal: Bool = false
     ) {
-        self.status = status
+        self.status = Self.httpStatus(status)
         self.code = Self.identifier(code)
         self.reason = reason.map { Self.cut($0) }
         // A "code" that is no identifier is the server's text: audits only, with the message.
@@ -36,6 +36,9 @@ public struct Refusal: Hashable, Sendable {
         self.missingGrant = missingGrant.map { Self.cut($0) }
         self.isFinal = isFinal
     }
+
+    /// `status` when it can be an HTTP status (100 to 999); anything else a transport passes is nil.
+    public static func httpStatus(_ status: Int?) -> Int? { status.flatMap { (100...999).contains($0) ? $0 : nil } }
 
     /// The longest code kept: PostgREST's (`PGRST204`) and SQLSTATEs (`23505`) are far shorter.
     public static let maxCodeLength = 32
