@@ -94,16 +94,28 @@ public final class Environment: @unchecked Sendable {
         rc = mdb_env_set_maxdbs(env, MDB_dbi(max(names.count, 1)))
         if rc == 0 { rc = mdb_env_set_mapsize(env, options.mapSize) }
         if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_env_set_mapsize"), path: location.path)) }
-        // LMDB takes an empty data file for a new environment and writes its first pages, which a
-        // read-only open cannot (it fails with EBADF): say what the file is instead.
         if options.readOnly {
-            var data = stat()
-            if stat(location.isDirectory ? location.path + "/data.mdb" : location.path, &data) == 0, data.st_size == 0 {
-                throw fail(LMDBError(.emptyFile, path: location.path))
+            do {
+                if try Self.readsWithoutLocking(location) { flags |= UInt32(MDB_NOLOCK) }
+            } catch {
+                throw fail(error)
             }
         }
         rc = mdb_env_open(env, location.path, flags, 0o600)
-        if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_env_open"), path: location.path)) }
+        if rc != 0 {
+            let known = [MDB_INVALID, MDB_VERSION_MISMATCH, ENOENT, EACCES, EAGAIN, EBUSY]
+            if options.readOnly && !known.contains(rc) { throw fail(LMDBError(.unreadableHeader(rc), path: location.path)) }
+            if rc == EACCES {
+                let dataFile = location.isDirectory ? location.path + "/data.mdb" : location.path
+                let lockFile = location.isDirectory ? location.path + "/lock.mdb" : location.path + "-lock"
+                let denied = access(dataFile, options.readOnly ? R_OK : R_OK | W_OK) != 0 ? dataFile : lockFile
+                throw fail(
+                    LMDBError(
+                        .permissionDenied(file: denied, access: options.readOnly ? "read" : "read and write"), path: location.path
+                    ))
+            }
+            throw fail(LMDBError(.lmdb(rc, call: "mdb_env_open"), path: location.path))
+        }
         // Reader slots of processes that died inside a read (killed, or their reader child was) stay
         // taken until someone clears them; with the log held open elsewhere, ~126 of them leave no slot
         // for anyone, enqueue included. Clear them now, and again whenever a read finds none free.
@@ -271,6 +283,24 @@ public final class Environment: @unchecked Sendable {
 
     // MARK: - Paths
 
+    /// Checks, before a read-only open, what LMDB would report badly: a data file that is not a regular
+    /// file (`/dev/zero` read as "empty"), one this user may not read, an empty one (LMDB would take it
+    /// for a new environment and write to it). Returns whether to read without LMDB's lock file: when
+    /// there is none (a copied `data.mdb`, any other file), so that a read creates nothing, or when this
+    /// user may not write it (no writer can then be this user's, and a read needs no reader slot).
+    private static func readsWithoutLocking(_ location: Location) throws(LMDBError) -> Bool {
+        let dataFile = location.isDirectory ? location.path + "/data.mdb" : location.path
+        var data = stat()
+        guard stat(dataFile, &data) == 0 else { throw LMDBError(.system(errno, call: "stat(\(dataFile))"), path: location.path) }
+        guard (data.st_mode & S_IFMT) == S_IFREG else { throw LMDBError(.notARegularFile(dataFile), path: location.path) }
+        guard access(dataFile, R_OK) == 0 else {
+            throw LMDBError(.permissionDenied(file: dataFile, access: "read"), path: location.path)
+        }
+        if data.st_size == 0 { throw LMDBError(.emptyFile, path: location.path) }
+        let lockFile = location.isDirectory ? location.path + "/lock.mdb" : location.path + "-lock"
+        return access(lockFile, F_OK) != 0 || access(lockFile, W_OK) != 0
+    }
+
     private struct Location {
         var path: String
         var isDirectory: Bool
@@ -297,7 +327,11 @@ public final class Environment: @unchecked Sendable {
         let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
         if isDirectory, !create {
             var data = stat()
-            if stat(location + "/data.mdb", &data) != 0 { throw LMDBError(.doesNotExist, path: location) }
+            if stat(location + "/data.mdb", &data) != 0 {
+                // Only a missing file is "no log here": a folder this user may not search is not.
+                guard errno == ENOENT else { throw LMDBError(.system(errno, call: "stat(\(location)/data.mdb)"), path: location) }
+                throw LMDBError(.doesNotExist, path: location)
+            }
         }
         guard let real = realpath(location, nil) else { throw LMDBError(.system(errno, call: "realpath"), path: location) }
         defer { free(real) }

@@ -28,6 +28,13 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
         case closed
         /// A read-only open found an empty data file (a creation that never wrote its first page).
         case emptyFile
+        /// The data file is not a regular file (a device, a pipe, a socket).
+        case notARegularFile(String)
+        /// This user may not read the data file (or, for a write, write it or its lock file).
+        case permissionDenied(file: String, access: String)
+        /// A read-only open could not read the file's header as LMDB's (an `mdb_env_open` failure other
+        /// than a missing or foreign file): a damaged header, or not an LMDB file.
+        case unreadableHeader(Int32)
     }
 
     let kind: Kind
@@ -60,6 +67,15 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
     public var isClosed: Bool { kind == .closed }
     /// A read-only open found an empty data file: not a log (yet).
     public var isEmptyFile: Bool { kind == .emptyFile }
+    /// The data file is not a regular file, or cannot be read as LMDB's: not a log.
+    public var isNotALog: Bool {
+        switch kind {
+        case .notARegularFile, .unreadableHeader: return true
+        default: return false
+        }
+    }
+    /// This user may not read (or write) the log's files.
+    public var isPermissionDenied: Bool { if case .permissionDenied = kind { return true } else { return false } }
     /// LMDB found an invalid page or file header (`MDB_CORRUPTED`, `MDB_INVALID`, `MDB_PAGE_NOTFOUND`, `MDB_VERSION_MISMATCH`).
     public var isDamage: Bool {
         guard case .lmdb(let code, _) = kind else { return false }
@@ -92,6 +108,13 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
         case .emptyFile:
             return
                 "\(path): not an outbox log: the data file is empty (a creation that did not complete; an app's open creates the log)"
+        case .notARegularFile(let file):
+            return "\(path): not an outbox log: \(file) is not a regular file"
+        case .permissionDenied(let file, let access):
+            return "\(path): permission denied: this user may not \(access) \(file)"
+        case .unreadableHeader(let code):
+            return
+                "\(path): not a readable LMDB file: its header does not read (mdb_env_open: \(String(cString: mdb_strerror(code)))); the file is damaged or not a log"
         }
     }
 }

@@ -65,8 +65,21 @@ package enum Commands {
         Exit status: 0 success, 1 the thing checked is not so, 2 bad usage or an unreadable log.
         """
 
-    /// The commands that only read a log, and open it read-only (R8.6).
-    package static let readOnlyCommands: Set<String> = ["queue", "history", "log", "verify", "replay"]
+    /// The commands that only read a log, and open it read-only (R8.6), with the options (taking a
+    /// value) and flags each takes.
+    static let readOnlyGrammar: [String: (options: Set<String>, flags: Set<String>)] = [
+        "queue": (["user"], ["json"]), "history": ([], ["json"]), "log": (["from", "to"], ["json"]), "verify": ([], []),
+        "replay": (["until"], ["json", "check-decisions"]),
+    ]
+
+    /// The commands that only read a log.
+    package static var readOnlyCommands: Set<String> { Set(readOnlyGrammar.keys) }
+
+    /// The words of read-only `command`, parsed as it parses them.
+    static func readOnlyArguments(_ command: String, _ words: [String]) throws(UsageError) -> Arguments {
+        let grammar = readOnlyGrammar[command] ?? ([], [])
+        return try Arguments(command: command, words: words, options: grammar.options, flags: grammar.flags)
+    }
 
     static let help: [String: String] = [
         "enqueue": """
@@ -286,7 +299,7 @@ package enum Commands {
     }
 
     static func queue(_ words: [String]) throws -> Exit {
-        let args = try Arguments(command: "queue", words: words, options: ["user"], flags: ["json"])
+        let args = try readOnlyArguments("queue", words)
         let inspector = try LogInspector(path: try args.positionals("log")[0])
         for write in try inspector.all(user: args.option("user")) {
             say(args.flag("json") ? JSONText.render(Render.json(write)) : Render.line(write))
@@ -295,7 +308,7 @@ package enum Commands {
     }
 
     static func history(_ words: [String]) throws -> Exit {
-        let args = try Arguments(command: "history", words: words, options: [], flags: ["json"])
+        let args = try readOnlyArguments("history", words)
         let positionals = try args.positionals("log", "write-id")
         guard let id = UInt64(positionals[1]) else {
             throw UsageError(message: "<write-id> is a whole number, not '\(positionals[1])'")
@@ -311,7 +324,7 @@ package enum Commands {
     }
 
     static func log(_ words: [String]) throws -> Exit {
-        let args = try Arguments(command: "log", words: words, options: ["from", "to"], flags: ["json"])
+        let args = try readOnlyArguments("log", words)
         let path = try args.positionals("log")[0]
         let from = try args.unsigned("from") ?? 1
         let to = try args.unsigned("to") ?? .max
@@ -325,7 +338,7 @@ package enum Commands {
     }
 
     static func verify(_ words: [String]) throws -> Exit {
-        let args = try Arguments(command: "verify", words: words, options: [], flags: [])
+        let args = try readOnlyArguments("verify", words)
         let path = try args.positionals("log")[0]
         // A log that cannot be opened is unreadable (exit 2); a problem found inside it is exit 1.
         let inspector = try LogInspector(path: path)
@@ -341,7 +354,7 @@ package enum Commands {
     }
 
     static func replay(_ words: [String]) throws -> Exit {
-        let args = try Arguments(command: "replay", words: words, options: ["until"], flags: ["json", "check-decisions"])
+        let args = try readOnlyArguments("replay", words)
         let inspector = try LogInspector(path: try args.positionals("log")[0])
         if args.flag("check-decisions") {
             guard args.option("until") == nil, !args.flag("json") else {

@@ -242,6 +242,9 @@ extension Commands {
         switch process.terminationStatus {
         case 0: return nil
         case 1, 2:
+            // One clear message: a reader's crash is told in a line, not with the runtime's backtrace.
+            let lines = text.split(separator: "\n").count
+            if lines > 3 { return "exit \(process.terminationStatus) with \(lines) lines of output: \(text.prefix(160))" }
             return text.contains(folder) ? nil : "exit \(process.terminationStatus) without naming the file: \(text.prefix(160))"
         default: return "exit \(process.terminationStatus): \(text.prefix(160))"
         }

@@ -25,6 +25,8 @@ enum Untrusted {
         process.arguments = words
         var environment = ProcessInfo.processInfo.environment
         environment[childVariable] = "1"
+        // A reader that crashes on a damaged page is reported below in one line, not with a backtrace.
+        environment["SWIFT_BACKTRACE"] = "enable=no"
         process.environment = environment
         let done = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in done.signal() }
@@ -35,7 +37,8 @@ enum Untrusted {
             return .failure
         }
         let timeout = Double(ProcessInfo.processInfo.environment[timeoutVariable] ?? "") ?? 600
-        let path = words.dropFirst().first { !$0.hasPrefix("--") } ?? "the log"
+        // The log as the command reads it: options before it (`log --from 5 LOG`) are not the path.
+        let path = (try? Commands.readOnlyArguments(command, Array(words.dropFirst())))?.positionals.first ?? "the log"
         if done.wait(timeout: .now() + timeout) == .timedOut {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

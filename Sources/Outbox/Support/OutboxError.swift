@@ -87,7 +87,9 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
         if error.isAlreadyOpen { return OutboxError(.alreadyOpen, error.description) }
         if error.isClosed { return OutboxError(.closed, "the outbox client is closed") }
         if error.isDoesNotExist { return OutboxError(.doesNotExist, error.description) }
-        if error.isDamage || error.isMissingDatabase || error.isEmptyFile { return OutboxError(.damaged, error.description) }
+        if error.isDamage || error.isMissingDatabase || error.isEmptyFile || error.isNotALog {
+            return OutboxError(.damaged, error.description)
+        }
         return OutboxError(.storage, error.description)
     }
 }
