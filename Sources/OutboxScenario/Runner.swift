@@ -7,10 +7,12 @@ internal import Synchronization
 public struct ScenarioRunner {
     public init() {}
 
-    /// The output document (`name`, `steps`, `final`, `failures`). Throws `ScenarioError` for a scenario
-    /// that names a ref no step made.
-    public func run(_ scenario: Scenario) async throws -> JSONValue {
-        let folder = NSTemporaryDirectory() + "outbox-scenario-" + UUID().uuidString
+    /// A fresh folder for a run's log, under the temporary directory (not created).
+    public static func temporaryFolder() -> String { NSTemporaryDirectory() + "outbox-scenario-" + UUID().uuidString }
+
+    /// The output document (`name`, `steps`, `final`, `failures`), from a log made in `folder` and
+    /// removed when the run ends. Throws `ScenarioError` for a scenario that names a ref no step made.
+    public func run(_ scenario: Scenario, in folder: String = ScenarioRunner.temporaryFolder()) async throws -> JSONValue {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         var run = try Run(scenario: scenario, folder: folder)
         return try await run.all()

@@ -86,7 +86,7 @@ package enum Commands {
         usage: outbox enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID]
 
         Queues one write for user U and prints its id once it is durable. Creates the log if it does
-        not exist. OP is insert, update, upsert, delete, or any other word (a custom mutation).
+        not exist; refuses one that does not verify. OP is insert, update, upsert, delete, or any other word (a custom mutation).
         --key and --body are JSON objects (--body defaults to {}; a delete takes none).
         --depends-on names earlier writes of the same user, comma-separated.
         """,
@@ -189,6 +189,20 @@ package enum Commands {
         """,
     ]
 
+    /// The command line's words after the program's name; nil, with the reason printed, when one is
+    /// not valid UTF-8 (Swift would replace its bytes with U+FFFD and name another file or key).
+    package static func commandLineWords() -> [String]? {
+        var words: [String] = []
+        for index in 1..<Int(CommandLine.argc) {
+            guard let raw = CommandLine.unsafeArgv[index], let word = String(validatingCString: raw) else {
+                printError("outbox: argument \(index) is not valid UTF-8")
+                return nil
+            }
+            words.append(word)
+        }
+        return words
+    }
+
     /// Runs one command line. The read-only commands read the log in a child process, unless this is
     /// that child or `readsInAChild` is false (the CLI fuzz target, which reads a log it made).
     package static func run(_ words: [String], readsInAChild: Bool = true) async -> Exit {
@@ -263,6 +277,13 @@ package enum Commands {
         // the write twice. Printing the id is checked instead.
         signal(SIGPIPE, SIG_IGN)
         let client = try OutboxClient.open(path: path, configuration: OutboxConfiguration(autoSync: false))
+        // A support engineer's enqueue goes into a log that reads whole, or not at all: appending to a
+        // damaged one would bury the damage under a write that looks sound.
+        let report = try await client.verify()
+        guard report.isOK else {
+            printError("outbox enqueue: \(path): the log does not verify (\(report)); nothing was queued")
+            return .failure
+        }
         let id = try await client.enqueue(contentsOf: [write], atomic: false, user: user)[0].rawValue
         if let failure = writeToStandardOutput(String(id) + "\n") {
             printError(

@@ -10,8 +10,12 @@ extension Commands {
             throw UsageError(message: "\(path): cannot read the file as UTF-8 text")
         }
         let document: JSONValue
+        let folder = ScenarioRunner.temporaryFolder()
+        // Interrupted (Ctrl-C, a kill that can be caught), the run's log (bodies on disk) goes with it.
+        let stopHandling = removing(folder, onSignals: [SIGINT, SIGTERM, SIGHUP])
+        defer { stopHandling() }
         do {
-            document = try await ScenarioRunner().run(try Scenario.parse(text))
+            document = try await ScenarioRunner().run(try Scenario.parse(text), in: folder)
         } catch let error as ScenarioError {
             printError("outbox scenario: \(path): not a valid scenario: \(error)")
             return .failure
@@ -24,6 +28,25 @@ extension Commands {
         guard case .object(let fields) = document, case .array(let failures)? = fields["failures"] else { return .failure }
         for case .string(let failure) in failures { printError("expectation failed: \(failure)") }
         return failures.isEmpty ? .success : .notSo
+    }
+}
+
+/// Handles `signals` until the returned function is called: each removes `folder` and ends the
+/// process with the status the signal would have given (128 + its number).
+private func removing(_ folder: String, onSignals signals: [Int32]) -> () -> Void {
+    let sources = signals.map { number in
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+        source.setEventHandler {
+            try? FileManager.default.removeItem(atPath: folder)
+            exit(128 + number)
+        }
+        source.resume()
+        return source
+    }
+    return {
+        for source in sources { source.cancel() }
+        for number in signals { signal(number, SIG_DFL) }
     }
 }
 

@@ -71,3 +71,17 @@ func outboxAs(_ wrapper: [String], _ arguments: [String]) throws -> Run {
         status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
         stderr: String(decoding: stderr, as: UTF8.self))
 }
+
+extension FileAccessTests {
+    // Issue 14, point 12: an argument that is not UTF-8 is refused, not read with U+FFFD in it.
+    @Test func anArgumentThatIsNotUTF8IsRefused() throws {
+        try withTemporaryFolder { folder in
+            let run = try outboxAs(
+                ["bash", "-c", #"exec "$0" enqueue "$1$(printf '\377')" --user a --table t --op insert --key '{"id":1}'"#],
+                [folder + "/log"])
+            #expect(run.status == 2)
+            #expect(run.stderr.contains("argument 2 is not valid UTF-8"), "\(run.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: folder + "/log\u{FFFD}"), "nothing was made under the repaired name")
+        }
+    }
+}

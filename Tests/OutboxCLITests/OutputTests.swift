@@ -78,3 +78,37 @@ func withTemporaryFolder<R>(_ body: (String) async throws -> R) async rethrows -
     defer { try? FileManager.default.removeItem(atPath: path) }
     return try await body(path)
 }
+
+extension OutputTests {
+    // Issue 14, point 12: an interrupted scenario takes its temporary log (bodies on disk) with it.
+    @Test func anInterruptedScenarioLeavesNoLogBehind() throws {
+        try withTemporaryFolder { folder in
+            let steps =
+                [#"{"signIn": "alice"}"#]
+                + (1...4000).map {
+                    #"{"enqueue": {"table": "todos", "op": "insert", "key": {"id": \#($0)}, "body": {"t": "x"}}}"#
+                }
+            try Data(#"{"name": "long", "steps": [\#(steps.joined(separator: ","))]}"#.utf8).write(
+                to: URL(fileURLWithPath: folder + "/long.json"))
+            let scratch = folder + "/tmp"
+            try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+            let process = Process()
+            process.executableURL = Self.binary
+            process.arguments = ["scenario", folder + "/long.json"]
+            process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": scratch + "/"]) { $1 }
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Wait (at most 60 s) for its log to exist, then interrupt it as Ctrl-C would.
+            let deadline = Date().addingTimeInterval(60)
+            while (try FileManager.default.contentsOfDirectory(atPath: scratch)).isEmpty, Date() < deadline, process.isRunning {
+                usleep(2_000)
+            }
+            #expect(!(try FileManager.default.contentsOfDirectory(atPath: scratch)).isEmpty, "the run made its log")
+            kill(process.processIdentifier, SIGINT)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 128 + SIGINT)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch).isEmpty, "the log went with the run")
+        }
+    }
+}
