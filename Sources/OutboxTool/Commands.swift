@@ -30,6 +30,11 @@ func say(_ text: String) {
     if !Console.isSilent { print(TerminalText.output(text)) }
 }
 
+/// Prints a piece of a line (a document written as it is read), escaped as `say` escapes.
+func sayPart(_ text: String) {
+    if !Console.isSilent { print(TerminalText.output(text), terminator: "") }
+}
+
 /// Writes a line to standard error, escaped as `say` escapes.
 func printError(_ text: String) {
     guard !Console.isSilent else { return }
@@ -322,7 +327,8 @@ package enum Commands {
     static func queue(_ words: [String]) throws -> Exit {
         let args = try readOnlyArguments("queue", words)
         let inspector = try LogInspector(path: try args.positionals("log")[0])
-        for write in try inspector.all(user: args.option("user")) {
+        // Each write printed as it is read: a queue of 200,000 is never held whole.
+        try inspector.forEachWrite(user: args.option("user")) { write in
             say(args.flag("json") ? JSONText.render(Render.json(write)) : Render.line(write))
         }
         return .success
@@ -389,21 +395,33 @@ package enum Commands {
         let until = try args.unsigned("until") ?? last
         guard until >= 1 else { throw UsageError(message: "--until takes a sequence number from 1") }
         guard until <= last else { throw UsageError(message: "--until \(until) is past the last event (\(last))") }
-        let snapshot = try inspector.state(asOf: until)
-        let pending = snapshot.writes.filter { $0.state == .pending }
-        if args.flag("json") {
-            let document: JSONValue = .object([
-                "sequence": .int(Int64(snapshot.sequence)), "user": snapshot.user.map { .string($0) } ?? .null,
-                "queue": .array(pending.map { .int(Int64($0.id.rawValue)) }),
-                "verdicts": .array(snapshot.writes.map(Render.json)),
-            ])
-            say(JSONText.render(document))
-        } else {
-            say("as of sequence \(snapshot.sequence)\(snapshot.user.map { ", session user \(TerminalText.field($0))" } ?? "")")
-            say("queue (\(pending.count) pending):")
-            for write in pending { say("  " + Render.line(write)) }
-            say("verdict table (\(snapshot.writes.count) writes):")
-            for write in snapshot.writes { say("  " + Render.line(write)) }
+        // Printed as it is read (two passes: the pending writes, then every write), never held whole.
+        try inspector.withState(asOf: until) { state in
+            var pending: [UInt64] = []
+            var count = 0
+            try state.forEachWrite { write in
+                if write.state == .pending { pending.append(write.id.rawValue) }
+                count += 1
+            }
+            if args.flag("json") {
+                // The canonical rendering of {"queue", "sequence", "user", "verdicts"} (keys in that order),
+                // written piece by piece.
+                sayPart(#"{"queue":["# + pending.map(String.init).joined(separator: ",") + "],")
+                sayPart(#""sequence":\#(state.sequence),"user":"# + JSONText.render(state.user.map { .string($0) } ?? .null))
+                sayPart(#","verdicts":["#)
+                var first = true
+                try state.forEachWrite { write in
+                    sayPart((first ? "" : ",") + JSONText.render(Render.json(write)))
+                    first = false
+                }
+                sayPart("]}\n")
+            } else {
+                say("as of sequence \(state.sequence)\(state.user.map { ", session user \(TerminalText.field($0))" } ?? "")")
+                say("queue (\(pending.count) pending):")
+                try state.forEachWrite { write in if write.state == .pending { say("  " + Render.line(write)) } }
+                say("verdict table (\(count) writes):")
+                try state.forEachWrite { write in say("  " + Render.line(write)) }
+            }
         }
         return .success
     }

@@ -112,3 +112,29 @@ extension OutputTests {
         }
     }
 }
+
+extension OutputTests {
+    // `replay --json` is written as it is read: still one canonical JSON document, as documented.
+    @Test func aStreamedReplayIsOneCanonicalDocument() async throws {
+        try await withTemporaryFolder { folder in
+            let log = folder + "/log"
+            try await Self.bigLog(log)
+            let run = try outbox("replay", log, "--json")
+            #expect(run.status == 0, "\(run.stderr)")
+            let text = run.stdout.trimmingCharacters(in: .newlines)
+            let document = try JSONText.parse(text)
+            #expect(JSONText.render(document) == text, "canonical: sorted keys, no spaces")
+            guard case .object(let fields) = document, case .array(let queue)? = fields["queue"],
+                case .array(let verdicts)? = fields["verdicts"]
+            else {
+                Issue.record("not the documented shape: \(text.prefix(200))")
+                return
+            }
+            #expect(queue.count == 1000 && verdicts.count == 1000)
+            #expect(
+                fields["user"] == .string("alice") && fields["sequence"] == .int(1002), "logCreated, the session, 1,000 writes")
+            let queueRun = try outbox("queue", log, "--json")
+            #expect(queueRun.stdout.split(separator: "\n").count == 1000)
+        }
+    }
+}

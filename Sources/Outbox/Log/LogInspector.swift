@@ -25,6 +25,20 @@ package final class LogInspector: Sendable {
 
     package func state(asOf sequence: UInt64) throws -> QueueSnapshot { try log.state(asOf: sequence) }
 
+    package func withState<R>(asOf sequence: UInt64, _ body: (PastState) throws -> R) throws -> R {
+        try log.withState(asOf: sequence, body)
+    }
+
+    /// Calls `body` with each write the queue holds, in id order; only `user`'s when given.
+    package func forEachWrite(user: String?, _ body: (QueuedWrite) throws -> Void) throws {
+        try log.read { reader in
+            try QueuedWrite.forEach(user: user, reader: reader) { write in
+                try body(write)
+                return true
+            }
+        }
+    }
+
     package func lastSequence() throws -> UInt64 { try log.lastSequence() }
 }
 

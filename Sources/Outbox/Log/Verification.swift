@@ -78,6 +78,14 @@ extension EventLog {
     /// The queue and verdict table as they stood just after event `sequence` (R8.4): the log folded
     /// into memory up to there. Writes nothing.
     package func state(asOf sequence: UInt64) throws -> QueueSnapshot {
+        try withState(asOf: sequence) { state in
+            QueueSnapshot(sequence: state.sequence, user: state.user, writes: try state.writes())
+        }
+    }
+
+    /// The state just after event `sequence`, handed to `body` to read while the fold lasts: the
+    /// tools print its writes one at a time instead of holding them all rendered.
+    package func withState<R>(asOf sequence: UInt64, _ body: (PastState) throws -> R) throws -> R {
         var projector = Projector(store: MemoryProjections())
         var last: UInt64 = 0
         try forEachEvent(to: sequence) { event in
@@ -88,8 +96,7 @@ extension EventLog {
         let memory = projector.store
         return try read { logReader in
             let reader = memory.reader(record: logReader.record)
-            let writes = try QueuedWrite.all(user: nil, reader: reader)
-            return QueueSnapshot(sequence: last, user: try reader.session()?.user, writes: writes)
+            return try body(PastState(sequence: last, user: try reader.session()?.user, reader: reader))
         }
     }
 
@@ -113,4 +120,23 @@ private func hex(_ bytes: some Sequence<UInt8>) -> String {
         let digits = String(byte, radix: 16)
         return digits.count == 1 ? "0" + digits : digits
     }.joined()
+}
+
+/// The queue as it stood after one event, while `EventLog.withState(asOf:)` holds it.
+package struct PastState {
+    /// The last event folded.
+    package let sequence: UInt64
+    /// The session's user then.
+    package let user: String?
+    let reader: StoreReader
+
+    /// Calls `body` with each write held then, in id order.
+    package func forEachWrite(_ body: (QueuedWrite) throws -> Void) throws {
+        try QueuedWrite.forEach(user: nil, reader: reader) { write in
+            try body(write)
+            return true
+        }
+    }
+
+    func writes() throws -> [QueuedWrite] { try QueuedWrite.all(user: nil, reader: reader) }
 }

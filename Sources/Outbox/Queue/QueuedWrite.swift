@@ -64,9 +64,19 @@ extension QueuedWrite {
 
     /// Every write the queue holds, in id order; only `user`'s when given.
     static func all(user: String?, reader: StoreReader) throws -> [QueuedWrite] {
+        var writes: [QueuedWrite] = []
+        try forEach(user: user, reader: reader) { write in
+            writes.append(write)
+            return true
+        }
+        return writes
+    }
+
+    /// Calls `body` with every write the queue holds, in id order (only `user`'s when given), one at a
+    /// time, until it returns false: a tool prints each as it comes instead of holding them all.
+    static func forEach(user: String?, reader: StoreReader, _ body: (QueuedWrite) throws -> Bool) throws {
         let session = try reader.session()
         let latched = session?.identityChanged == true ? session?.user : nil
-        var writes: [QueuedWrite] = []
         var failure: (any Error)?
         let groups = GroupWaiting()
         try reader.scan(.writes, [], nil) { key, value in
@@ -74,15 +84,13 @@ extension QueuedWrite {
                 let id = WriteID(Key.readBigEndian(key))
                 let entry = try WriteEntry.decode(value, id: id)
                 if let user, entry.user != user { return true }
-                writes.append(try render(id, entry, reader: reader, identityLatchedFor: latched, groups: groups))
-                return true
+                return try body(try render(id, entry, reader: reader, identityLatchedFor: latched, groups: groups))
             } catch {
                 failure = error
                 return false
             }
         }
         if let failure { throw failure }
-        return writes
     }
 }
 
