@@ -209,9 +209,14 @@ let everyKindOfEvent: [Event] = {
             RowKey.of(user: "alice", table: "todos", key: key) == Key.id(0xF9EC_8866_2056_F13F) + [1, 0x80, 0, 0, 0, 0, 0, 0, 1])
         #expect(RowKey.of(user: "alice", table: "todos", key: ["id": "1"]) == Key.id(0xF9EC_8866_2056_F13F) + [3, 0x31])
         let long = String(repeating: "x", count: RowKey.maxKeptString + 1)
+        let longKey: JSONValue = ["id": .string(long)]
         #expect(
-            RowKey.of(user: "alice", table: "todos", key: ["id": .string(long)]) == Key.id(StableHash.of("alice", "todos")) + [2]
-                + Key.id(StableHash.of((["id": .string(long)] as JSONValue).canonicalBytes)))
+            RowKey.of(user: "alice", table: "todos", key: longKey) == Key.id(StableHash.of("alice", "todos")) + [4]
+                + longKey.canonicalBytes)
+        let overlong: JSONValue = ["id": .string(String(repeating: "x", count: RowKey.maxKeptBytes))]
+        #expect(
+            RowKey.of(user: "alice", table: "todos", key: overlong) == Key.id(StableHash.of("alice", "todos")) + [2]
+                + Key.id(StableHash.of(overlong.canonicalBytes)))
         let integers = [Int64.min, -5, -1, 0, 1, 2, 10, 255, 256, 1_000_000, .max].map {
             RowKey.of(user: "alice", table: "todos", key: ["id": .int($0)])
         }

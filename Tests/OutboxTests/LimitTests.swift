@@ -191,3 +191,32 @@ extension AtomicGroupCostTests {
         }
     }
 }
+
+/// Issue 14, point 12: a `rows` slot keyed by a hash is checked against the write's user and table,
+/// so a collision (accidental or built) never makes one user's write follow another's.
+@Suite struct RowSlotTests {
+    @Test func aSlotHoldingAnotherUsersWriteLinksNothing() throws {
+        var projector = Projector(store: MemoryProjections())
+        let bob = WriteQueued(
+            id: 1, user: "bob", table: "todos", operation: .insert, key: ["id": 1], body: [:],
+            idempotencyKey: IdempotencyKey(high: 1, low: 1))
+        try projector.apply(RecordedEvent(sequence: 1, at: Timestamp(milliseconds: 0), event: .writeQueued(bob)))
+        // The collision, made by hand: alice's row's slot names bob's write.
+        var ids = ByteWriter(capacity: 4)
+        ids.ids([1])
+        for key in [["id": 2], ["a": 1, "b": "x"]] as [JSONValue] {
+            projector.store.set(.rows, RowKey.of(user: "alice", table: "todos", key: key), ids.bytes)
+            #expect(try projector.unsettledWrites(user: "alice", table: "todos", key: key) == [])
+            projector.store.set(.rows, RowKey.of(user: "bob", table: "lists", key: key), ids.bytes)
+            #expect(try projector.unsettledWrites(user: "bob", table: "lists", key: key) == [], "another table")
+        }
+        #expect(try projector.unsettledWrites(user: "bob", table: "todos", key: ["id": 1]) == [1])
+    }
+
+    @Test func compositeKeysAreKeptWholeInTheirSlotWhenTheyFit() {
+        let short: JSONValue = ["list": 7, "item": "milk"]
+        #expect(RowKey.of(user: "a", table: "t", key: short).count == 9 + short.canonicalBytes.count)
+        let long: JSONValue = ["list": 7, "item": .string(String(repeating: "m", count: 500))]
+        #expect(RowKey.of(user: "a", table: "t", key: long).count == 17, "hashed")
+    }
+}

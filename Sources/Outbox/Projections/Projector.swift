@@ -110,7 +110,7 @@ struct Projector<Store: ProjectionStore> {
         try count(entry.user) { $0.pending += 1 }
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
         let row = RowKey.of(user: queued.user, table: queued.table, key: queued.key)
-        try setRow(row, try unsettled(rowIDs(row)) + [queued.id])
+        try setRow(row, try unsettled(rowIDs(row), user: queued.user, table: queued.table) + [queued.id])
         for dependency in entry.dependencies {
             try store.set(.dependents, Key.pair(dependency.rawValue, queued.id.rawValue), [])
         }
@@ -172,13 +172,18 @@ struct Projector<Store: ProjectionStore> {
     /// Of `ids`, those not settled (R2.2): still in the queue and not answered. A settled write stays
     /// settled, so a row's slot keeps its settled writes until the next write to the row: settling a
     /// write (a drain of a million) then writes nothing to `rows`, whose pages it would touch at random.
-    private func unsettled(_ ids: [WriteID]) throws -> [WriteID] {
-        try ids.filter { id in try !WriteEntry.isSettled(entry(id)) }
+    /// A slot keyed by a hash could hold another row's writes: only those of `user` and `table` count,
+    /// so a collision, accidental or built, never links writes across users or tables.
+    private func unsettled(_ ids: [WriteID], user: String, table: String) throws -> [WriteID] {
+        try ids.filter { id in
+            guard let entry = try entry(id) else { return false }
+            return !WriteEntry.isSettled(entry) && entry.user == user && entry.table == table
+        }
     }
 
     /// Unsettled writes to the row, oldest first: what a new write to it follows (R2.2).
     func unsettledWrites(user: String, table: String, key: JSONValue) throws -> [WriteID] {
-        try unsettled(rowIDs(RowKey.of(user: user, table: table, key: key)))
+        try unsettled(rowIDs(RowKey.of(user: user, table: table, key: key)), user: user, table: table)
     }
 }
 

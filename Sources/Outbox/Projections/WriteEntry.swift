@@ -224,8 +224,20 @@ enum RowKey {
             }
         }
         w.bigEndian(StableHash.of(user, table))
-        w.byte(2)
-        w.bigEndian(StableHash.of(key.canonicalBytes))
+        let canonical = key.canonicalBytes
+        // The key itself when it fits (every realistic composite key): no two rows share a slot. A
+        // longer one is hashed, and the slot's writes are checked against the write's user and table.
+        if canonical.count <= maxKeptBytes {
+            w.byte(4)
+            w.raw(canonical)
+        } else {
+            w.byte(2)
+            w.bigEndian(StableHash.of(canonical))
+        }
         return w.bytes
     }
+
+    /// The longest key (its canonical bytes) kept whole in a row key: with the 9 bytes before it, well
+    /// inside LMDB's 511-byte keys.
+    static let maxKeptBytes = 400
 }
