@@ -12,6 +12,7 @@ let package = Package(
     name: "swift-outbox",
     products: [
         .library(name: "Outbox", targets: ["Outbox"]),
+        .library(name: "OutboxHTTP", targets: ["OutboxHTTP"]),
         .library(name: "OutboxFuzzing", targets: ["OutboxFuzzing"]),
         .executable(name: "outbox", targets: ["OutboxCLI"]),
         .executable(name: "outbox-benchmarks", targets: ["OutboxBenchmarks"]),
@@ -29,6 +30,9 @@ let package = Package(
         .target(name: "OutboxLMDB", dependencies: ["COutboxLMDB"]),
         // The engine apps import: events, codec, log, projections, queue API.
         .target(name: "Outbox", dependencies: ["OutboxLMDB"]),
+        // Transports to real servers over HTTP (URLSession): PostgREST and Supabase tables. Apart, so an app
+        // that brings its own transport links no HTTP code.
+        .target(name: "OutboxHTTP", dependencies: ["Outbox"]),
         // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance.
         .target(name: "OutboxScenario", dependencies: ["Outbox"]),
         // The bodies of the libFuzzer targets in Fuzz/, so the test suite replays their crashers.
@@ -36,7 +40,7 @@ let package = Package(
         // `outbox simulate`: the deterministic simulation with faults (TESTING.md §1).
         .target(name: "OutboxSimulation", dependencies: ["Outbox"]),
         // The commands of the `outbox` tool: arguments, the read-only commands, the harnesses.
-        .target(name: "OutboxTool", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation"]),
+        .target(name: "OutboxTool", dependencies: ["Outbox", "OutboxHTTP", "OutboxScenario", "OutboxSimulation"]),
         // The `outbox` command-line tool: `OutboxTool`'s commands run from the command line.
         .executableTarget(name: "OutboxCLI", dependencies: ["OutboxTool"]),
         // Benchmarks: each figure beside a raw LMDB baseline measured in the same run.
@@ -44,6 +48,7 @@ let package = Package(
             name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB", "COutboxSQLite"], path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"], exclude: ["Golden"]),
+        .testTarget(name: "OutboxHTTPTests", dependencies: ["OutboxHTTP", "Outbox"]),
         .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation", "OutboxFuzzing"]),
     ],
     swiftLanguageModes: [.v6]

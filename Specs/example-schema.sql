@@ -74,3 +74,11 @@ create trigger lists_applied after insert or update or delete on public.lists
   for each row execute function public.record_apply();
 create trigger todos_applied after insert or update or delete on public.todos
   for each row execute function public.record_apply();
+
+-- A custom mutation (`.custom("complete_list", table: "lists", key: ["id": 7], body: ["list_id": 7])`
+-- posts its body as the arguments of `POST /rpc/complete_list`): marks every todo of a list done.
+create or replace function public.complete_list(list_id bigint) returns void language sql volatile as $$
+  update public.todos set done = true where todos.list_id = complete_list.list_id
+$$;
+revoke all on function public.complete_list(bigint) from public;
+grant execute on function public.complete_list(bigint) to authenticated;

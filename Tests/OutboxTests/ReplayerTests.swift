@@ -68,12 +68,16 @@ struct ClassificationTests {
         "statuses and codes that may pass stop the pass",
         arguments: [
             (401, nil), (408, nil), (429, nil), (500, nil), (502, nil), (503, nil), (504, nil), (403, "42501"), (400, "42501"),
+            // R9.4: a restricted or paused Supabase project, a read-only database, gateway and Cloudflare statuses.
+            (402, nil), (540, nil), (405, "25006"), (520, nil), (522, nil), (524, nil), (544, nil),
         ] as [(Int, String?)])
     func mayPass(_ status: Int, _ code: String?) {
         #expect(Classification.of(status: status, code: code) == .mayPass)
     }
 
-    @Test("schema-cache codes are counted apart", arguments: [(400, "PGRST204"), (404, "PGRST205")] as [(Int, String)])
+    @Test(
+        "schema-cache codes are counted apart",
+        arguments: [(400, "PGRST204"), (404, "PGRST205"), (404, "PGRST202")] as [(Int, String)])
     func schemaCache(_ status: Int, _ code: String) {
         #expect(Classification.of(status: status, code: code) == .schemaCache)
     }
@@ -418,16 +422,18 @@ struct DeciderTests {
 
 @Suite("The response classifier is total (TESTING.md §3)")
 struct TotalClassifierTests {
-    /// R4.3 written again, apart from the library's code.
+    /// R4.3 (with R9.4's PostgREST rows) written again, apart from the library's code.
     static func expected(status: Int, code: String?) -> String {
-        if code == "PGRST204" || code == "PGRST205" { return "schemaCache" }
-        if code == "42501" || [401, 408, 429].contains(status) || !(400..<500).contains(status) { return "stop" }
+        if ["PGRST204", "PGRST205", "PGRST202"].contains(code) { return "schemaCache" }
+        if code == "42501" || code == "25006" || [401, 402, 408, 429].contains(status) || !(400..<500).contains(status) {
+            return "stop"
+        }
         return "refuse"
     }
 
     @Test("every status 100–599 × code × body × Retry-After is decided as R4.3 says, with no text anywhere")
     func total() throws {
-        let codes: [String?] = [nil, "PGRST204", "PGRST205", "42501", "23505", "22P02", "P0001", "0A000", "XX000", "<html>"]
+        let codes: [String?] = [nil, "PGRST204", "PGRST205", "PGRST202", "42501", "25006", "23505", "22P02", "P0001", "<html>"]
         let bodies: [String?] = [nil, "", #"{"code":"23505","message":"TEXT-CANARY"}"#, #"{"code":"#, "<html>TEXT-CANARY</html>"]
         let retryAfters: [String?] = [nil, "5", "Thu, 01 Jan 2026 00:10:00 GMT", "garbage", "99999999999999", "-3"]
         var cases = 0

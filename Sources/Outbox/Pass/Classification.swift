@@ -1,22 +1,25 @@
 /// What an instance's status and code mean for a write (R4.3): the table the whole pass follows.
-enum Classification: Equatable {
-    /// A failure that may pass (no connection, 401, 408, 429, 5xx, 42501): the write stays pending and
-    /// the pass stops.
+package enum Classification: Equatable {
+    /// A failure that may pass (no connection, 401, 402, 408, 429, 5xx, 42501, 25006): the write stays
+    /// pending and the pass stops.
     case mayPass
-    /// PostgREST's schema cache does not know the table or a column yet (PGRST204/205): counted apart,
-    /// the pass stops.
+    /// PostgREST's schema cache does not know the table, a column or a function yet (PGRST204/205/202):
+    /// counted apart, the pass stops.
     case schemaCache
     /// Any other 4xx, and SQLSTATE classes 22, 23, 42 (not 42501), P0001, 0A000: refused, the pass goes on.
     case refusal
 
     /// Classifies an HTTP status and a PostgREST or SQLSTATE code, either of which may be missing.
-    static func of(status: Int?, code: String?) -> Classification {
+    package static func of(status: Int?, code: String?) -> Classification {
         if let code {
-            if code == "PGRST204" || code == "PGRST205" { return .schemaCache }
-            if code == "42501" { return .mayPass }
+            // The schema cache does not know the column, table or function yet (PostgREST).
+            if code == "PGRST204" || code == "PGRST205" || code == "PGRST202" { return .schemaCache }
+            // Permission, and a database in read-only mode: environmental, they may pass.
+            if code == "42501" || code == "25006" { return .mayPass }
         }
         if let status {
-            if status == 401 || status == 408 || status == 429 { return .mayPass }
+            // 402: a Supabase project restricted (and 540, paused, is a 5xx): environmental.
+            if status == 401 || status == 402 || status == 408 || status == 429 { return .mayPass }
             if (400..<500).contains(status) { return .refusal }
             // 5xx, and statuses that are no answer at all (1xx, 2xx or 3xx for a failed request).
             return .mayPass

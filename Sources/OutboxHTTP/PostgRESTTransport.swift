@@ -1,0 +1,404 @@
+public import Foundation
+public import Outbox
+
+#if canImport(FoundationNetworking)
+    internal import FoundationNetworking
+#endif
+
+/// Writes queued writes into an app's own tables through PostgREST (Supabase's Data API, or any
+/// PostgREST v12+), with no server-side change.
+///
+/// ```swift
+/// let transport = try PostgRESTTransport(
+///     url: URL(string: "https://abcd.supabase.co")!, apiKey: anonKey, pathPrefix: "/rest/v1",
+///     tables: ["todos": ["id"], "lists": ["id"]])
+/// ```
+///
+/// A write's row is its key merged with its body. Inserts go as `POST /table` (consecutive inserts to
+/// one table with the same columns, when they make the whole batch, as one multi-row request),
+/// upserts as `POST /table?on_conflict=…` merging duplicates, updates and deletes as `PATCH` and
+/// `DELETE` filtered by every key column, custom mutations as `POST /rpc/name`. An insert answered
+/// "duplicate key" is read back: when the stored row holds what the write sent, the write was
+/// already applied (a lost acknowledgement) and is accepted as replayed. Every request carries the
+/// token only in `Authorization`, the apikey, `X-Idempotency-Key`, `X-Outbox-Origin` and
+/// `X-Outbox-Write`, so SQL can see which write it applies.
+///
+/// The transport maps answers; the library decides what they mean, as for every transport.
+public struct PostgRESTTransport: OutboxTransport {
+    /// Why a transport could not be made.
+    public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
+    public let url: URL
+    /// Prepended to every path (`/rest/v1` for Supabase).
+    public let pathPrefix: String
+    /// The schema written to (`Content-Profile`); nil for the server's default.
+    public let schema: String?
+    /// The tables it may write and their key columns; nil: any table, keyed by its writes' keys.
+    public let tables: [String: [String]]?
+    /// How long one request may take.
+    public let timeout: TimeInterval
+    private let apiKey: String?
+    private let extraHeaders: [String: String]
+    private let client: any HTTPClient
+
+    /// - Parameters:
+    ///   - url: the server (a Supabase project's URL, or PostgREST's).
+    ///   - apiKey: sent as `apikey` (Supabase's anon or publishable key); never as a bearer token.
+    ///   - allowInsecureHTTP: plain `http://` is refused for any host but the loopback unless true.
+    public init(
+        url: URL, apiKey: String? = nil, schema: String? = nil, tables: [String: [String]]? = nil, pathPrefix: String = "",
+        timeout: TimeInterval = 30, headers: [String: String] = [:], allowInsecureHTTP: Bool = false,
+        client: (any HTTPClient)? = nil
+    ) throws {
+        guard let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http", url.host != nil else {
+            throw ConfigurationError(description: "\(url) is not an http(s) URL")
+        }
+        let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host?.lowercased() ?? "")
+        if scheme == "http" && !loopback && !allowInsecureHTTP {
+            throw ConfigurationError(
+                description:
+                    "\(url) is plain http to a host other than the loopback: tokens would travel unencrypted (pass allowInsecureHTTP to insist)"
+            )
+        }
+        for (table, keys) in tables ?? [:] where table.isEmpty || keys.isEmpty {
+            throw ConfigurationError(description: "table '\(table)' needs a name and at least one key column")
+        }
+        self.url = url
+        self.apiKey = apiKey
+        self.schema = schema
+        self.tables = tables
+        self.pathPrefix = pathPrefix
+        self.timeout = timeout
+        self.extraHeaders = headers
+        self.client = client ?? URLSessionHTTPClient()
+    }
+
+    // MARK: - OutboxTransport
+
+    public func unmadeReason(for write: OutgoingWrite) -> String? {
+        if let tables, tables[write.table] == nil { return "the transport has no mapping for table \(write.table)" }
+        guard case .object(let key) = write.key else { return "the key is not an object" }
+        if let columns = tables?[write.table], Set(columns) != Set(key.keys) {
+            return "the key's members are not the key columns of \(write.table) (\(columns.joined(separator: ", ")))"
+        }
+        for value in key.values {
+            switch value {
+            case .string, .int, .double, .bool: continue
+            default: return "a key column whose value is not a string, number or boolean cannot be filtered on"
+            }
+        }
+        return nil
+    }
+
+    public func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        if let combined = combinedInsert(batch) { return await sendCombined(combined, batch: batch, token: accessToken) }
+        if batch.isAtomic && batch.writes.count > 1 {
+            // One PostgREST request is one transaction; a group that cannot be one request cannot be
+            // applied all or none here.
+            return .answered(
+                batch.writes.map { _ in
+                    WriteAnswer(.refused(Refusal(reason: "an atomic group across tables needs the contract transport")))
+                })
+        }
+        var answers: [WriteAnswer] = []
+        var applied = Set<WriteID>()
+        let inBatch = Set(batch.writes.map(\.id))
+        for (index, write) in batch.writes.enumerated() {
+            // A write whose dependency in this batch was not applied is not sent (R4.5).
+            if write.dependsOn.contains(where: { inBatch.contains($0) && !applied.contains($0) }) {
+                answers.append(WriteAnswer(.skipped))
+                continue
+            }
+            switch await sendOne(write, token: accessToken) {
+            case .answer(let answer):
+                if answer.verdict.isApplied { applied.insert(write.id) }
+                answers.append(answer)
+            case .stop(let failure):
+                // A failure that may pass: the first write's stops the pass with it; after others were
+                // applied, the rest is left unsent (pending, uncharged) and the next pass meets it.
+                guard index > 0 else { return .failed(failure) }
+                answers += Array(repeating: WriteAnswer(.skipped), count: batch.writes.count - index)
+                return .answered(answers)
+            }
+        }
+        return .answered(answers)
+    }
+
+    public func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
+        let response = try await perform(
+            HTTPRequest(method: "GET", url: try endpoint(table, filters: key), headers: headers(token: accessToken)))
+        guard (200..<300).contains(response.status), case .array(let rows)? = try? JSONText.parse(response.text) else {
+            throw PostgRESTError(status: response.status, code: PostgRESTAnswer(response).code)
+        }
+        return rows.first
+    }
+
+    // MARK: - One write
+
+    private enum Outcome {
+        case answer(WriteAnswer)
+        case stop(RequestFailure)
+    }
+
+    private func sendOne(_ write: OutgoingWrite, token: String?) async -> Outcome {
+        let request: HTTPRequest
+        do {
+            request = try self.request(for: write, token: token)
+        } catch {
+            return .answer(WriteAnswer(.refused(Refusal(reason: "the request could not be made: \(error)"))))
+        }
+        let response: HTTPResponse
+        do {
+            response = try await perform(request)
+        } catch {
+            return .stop(Self.requestFailure(error))
+        }
+        let answer = PostgRESTAnswer(response)
+        if (200..<300).contains(response.status) {
+            // An update that matched no row: the row is not there to update.
+            if write.operation == .update, response.header("content-range")?.hasSuffix("/0") == true {
+                return .answer(WriteAnswer(.refused(Refusal(status: 404, code: "row_not_found", reason: "no row has this key"))))
+            }
+            return .answer(WriteAnswer(.accepted))
+        }
+        if write.operation == .insert, response.status == 409, answer.code == "23505" {
+            return await readBack(write, token: token, refused: answer)
+        }
+        switch Classification.of(status: response.status, code: answer.code) {
+        case .refusal, .schemaCache: return .answer(WriteAnswer(.refused(answer.refusal)))
+        case .mayPass: return .stop(answer.failure)
+        }
+    }
+
+    /// An insert refused as a duplicate key is read back: the row it made earlier (an acknowledgement
+    /// that was lost) holds every column the write sent with the same value.
+    private func readBack(_ write: OutgoingWrite, token: String?, refused: PostgRESTAnswer) async -> Outcome {
+        do {
+            let stored = try await readRow(table: write.table, key: write.key, accessToken: token)
+            if case .object(let fields)? = stored, case .object(let sent) = Self.row(of: write),
+                sent.allSatisfy({ fields[$0.key] == $0.value })
+            {
+                return .answer(WriteAnswer(.accepted, replayed: true))
+            }
+            return .answer(WriteAnswer(.refused(refused.refusal)))
+        } catch let failure as HTTPFailure {
+            return .stop(Self.requestFailure(failure))
+        } catch {
+            return .stop(RequestFailure(kind: .network))
+        }
+    }
+
+    // MARK: - Combined inserts
+
+    /// The batch as one multi-row insert, when every write of it is an insert into one table with the
+    /// same columns (one statement: all or none).
+    private func combinedInsert(_ batch: OutgoingBatch) -> [JSONValue]? {
+        guard batch.writes.count > 1, let first = batch.writes.first else { return nil }
+        var rows: [JSONValue] = []
+        var columns: Set<String>?
+        for write in batch.writes {
+            guard write.operation == .insert, write.table == first.table, case .object(let row) = Self.row(of: write) else {
+                return nil
+            }
+            if let columns, columns != Set(row.keys) { return nil }
+            columns = Set(row.keys)
+            rows.append(.object(row))
+        }
+        return rows
+    }
+
+    private func sendCombined(_ rows: [JSONValue], batch: OutgoingBatch, token: String?) async -> RequestAnswer {
+        let writes = batch.writes
+        var request = HTTPRequest(
+            method: "POST", url: (try? endpoint(writes[0].table)) ?? url, headers: headers(token: token, writes: writes),
+            body: Data(JSONText.render(.array(rows)).utf8))
+        request.headers["Prefer"] = "return=minimal"
+        let response: HTTPResponse
+        do {
+            response = try await perform(request)
+        } catch {
+            return .failed(Self.requestFailure(error))
+        }
+        if (200..<300).contains(response.status) { return .answered(writes.map { _ in WriteAnswer(.accepted) }) }
+        // Refused as a whole (which row, PostgREST does not say): a request-level answer, which the
+        // library splits until the refused write is alone.
+        return .failed(PostgRESTAnswer(response).failure)
+    }
+
+    // MARK: - Requests
+
+    /// The row a write makes: its key merged with its body.
+    static func row(of write: OutgoingWrite) -> JSONValue {
+        guard case .object(var row) = write.body else { return write.body }
+        if case .object(let key) = write.key { row.merge(key) { _, key in key } }
+        return .object(row)
+    }
+
+    func request(for write: OutgoingWrite, token: String?) throws -> HTTPRequest {
+        var headers = headers(token: token, writes: [write])
+        let body = Data(JSONText.render(Self.row(of: write)).utf8)
+        switch write.operation {
+        case .insert:
+            headers["Prefer"] = "return=minimal"
+            return HTTPRequest(method: "POST", url: try endpoint(write.table), headers: headers, body: body)
+        case .upsert:
+            headers["Prefer"] = "resolution=merge-duplicates,return=minimal"
+            let keys = keyColumns(of: write).joined(separator: ",")
+            return HTTPRequest(
+                method: "POST", url: try endpoint(write.table, query: [URLQueryItem(name: "on_conflict", value: keys)]),
+                headers: headers, body: body)
+        case .update:
+            headers["Prefer"] = "count=exact,return=minimal"
+            return HTTPRequest(
+                method: "PATCH", url: try endpoint(write.table, filters: write.key), headers: headers,
+                body: Data(JSONText.render(write.body).utf8))
+        case .delete:
+            headers["Prefer"] = "count=exact,return=minimal"
+            return HTTPRequest(method: "DELETE", url: try endpoint(write.table, filters: write.key), headers: headers)
+        case .custom(let name):
+            // The function's arguments are the body alone (its key names the row for ordering).
+            return HTTPRequest(
+                method: "POST", url: try endpoint("rpc/" + name), headers: headers, body: Data(JSONText.render(write.body).utf8))
+        }
+    }
+
+    private func keyColumns(of write: OutgoingWrite) -> [String] {
+        if let columns = tables?[write.table] { return columns }
+        guard case .object(let key) = write.key else { return [] }
+        return key.keys.sorted()
+    }
+
+    private func headers(token: String?, writes: [OutgoingWrite] = []) -> [String: String] {
+        var headers = extraHeaders
+        headers["Accept"] = "application/json"
+        headers["Content-Type"] = "application/json"
+        if let token { headers["Authorization"] = "Bearer " + token }
+        if let apiKey { headers["apikey"] = apiKey }
+        if let schema {
+            headers["Content-Profile"] = schema
+            headers["Accept-Profile"] = schema
+        }
+        if !writes.isEmpty {
+            headers["X-Idempotency-Key"] = writes.map(\.idempotencyKey.description).joined(separator: ",")
+            headers["X-Outbox-Origin"] = writes[0].origin.description
+            headers["X-Outbox-Write"] = writes.map { String($0.id.rawValue) }.joined(separator: ",")
+        }
+        return headers
+    }
+
+    /// `url` + prefix + `/path`, with `filters` as `column=eq.value` for each key column.
+    func endpoint(_ path: String, filters: JSONValue? = nil, query: [URLQueryItem] = []) throws -> URL {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            throw ConfigurationError(description: "\(url) cannot take a path")
+        }
+        let base =
+            components.percentEncodedPath.hasSuffix("/")
+            ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
+        let segments = path.split(separator: "/").map {
+            String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""
+        }
+        components.percentEncodedPath = base + pathPrefix + "/" + segments.joined(separator: "/")
+        var items = query
+        if case .object(let key)? = filters {
+            for name in key.keys.sorted() {
+                let value: String
+                switch key[name]! {
+                case .string(let text): value = text
+                case .int(let number): value = String(number)
+                case .double(let number): value = JSONText.render(.double(number))
+                case .bool(let flag): value = flag ? "true" : "false"
+                default: throw ConfigurationError(description: "key column \(name) is not a string, number or boolean")
+                }
+                items.append(URLQueryItem(name: name, value: "eq." + value))
+            }
+        }
+        if !items.isEmpty {
+            // Every reserved character of a filter value encoded, `+` and `&` included.
+            var allowed = CharacterSet.urlQueryAllowed
+            allowed.remove(charactersIn: "&+=,;")
+            components.percentEncodedQuery = items.map { item in
+                (item.name.addingPercentEncoding(withAllowedCharacters: allowed) ?? "") + "="
+                    + (item.value?.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+            }.joined(separator: "&")
+        }
+        guard let url = components.url else { throw ConfigurationError(description: "no URL for \(path)") }
+        return url
+    }
+
+    private func perform(_ request: HTTPRequest) async throws(HTTPFailure) -> HTTPResponse {
+        try await client.send(request, timeout: timeout)
+    }
+
+    static func requestFailure(_ failure: HTTPFailure) -> RequestFailure {
+        switch failure {
+        case .timeout: return RequestFailure(kind: .timeout)
+        case .network, .cancelled: return RequestFailure(kind: .network)
+        case .redirected: return RequestFailure(kind: .http, status: 502, code: "redirect_refused")
+        }
+    }
+}
+
+/// A failed row read (`withdraw`): its status and code, never the server's text.
+public struct PostgRESTError: Error, Hashable, Sendable, CustomStringConvertible {
+    public let status: Int
+    public let code: String?
+    public var description: String { "the server answered \(status)\(code.map { " \($0)" } ?? "")" }
+}
+
+/// A PostgREST answer, read: its error body's code and texts (audits only), and Retry-After.
+struct PostgRESTAnswer {
+    let status: Int
+    let code: String?
+    let message: String?
+    let retryAfter: String?
+    let fields: [String]
+
+    init(_ response: HTTPResponse) {
+        status = response.status
+        retryAfter = response.header("retry-after")
+        var code: String?
+        var texts: [String] = []
+        if case .object(let body)? = try? JSONText.parse(response.text) {
+            if case .string(let found)? = body["code"] { code = found }
+            for name in ["message", "details", "hint"] {
+                if case .string(let text)? = body[name] { texts.append(text) }
+            }
+        } else if !response.body.isEmpty {
+            texts.append(response.text)
+        }
+        self.code = code
+        message = texts.isEmpty ? nil : texts.joined(separator: " | ")
+        fields = Self.column(in: texts.first ?? "").map { [$0] } ?? []
+    }
+
+    /// The column an error names: `column "title"` (PostgreSQL) or `the 'title' column` (PostgREST).
+    static func column(in message: String) -> String? {
+        for (open, close) in [("column \"", "\""), ("the '", "' column")] {
+            guard let start = message.range(of: open) else { continue }
+            let rest = message[start.upperBound...]
+            if let end = rest.range(of: close) { return String(rest[..<end.lowerBound]) }
+        }
+        return nil
+    }
+
+    var refusal: Refusal { Refusal(status: status, code: code, message: message, fields: fields) }
+
+    var failure: RequestFailure {
+        RequestFailure(kind: .http, status: status, code: code, retryAfter: retryAfter, text: message)
+    }
+}
+
+extension HTTPResponse {
+    var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+extension WriteVerdict {
+    var isApplied: Bool {
+        switch self {
+        case .accepted, .merged, .conflicted: return true
+        default: return false
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import Outbox
+import OutboxHTTP
+import Testing
+
+/// The PostgREST transport through real HTTP into real PostgreSQL, behind the PostgREST stand-in
+/// (R9.2–R9.4, R9.6): each test starts its own instance with `scripts/instance` and stops it.
+@Suite("PostgREST transport, through the stand-in into PostgreSQL")
+struct PostgRESTTransportTests {
+    /// A client of a fresh log, signed in as `user` with a real token, sending through `instance`.
+    func client(_ path: String, _ instance: Instance, user: String = "alice", token: String? = nil, batchSize: Int = 50)
+        throws -> (OutboxClient, PostgRESTTransport)
+    {
+        let transport = try PostgRESTTransport(
+            url: instance.url, apiKey: instance.apiKey, tables: ["lists": ["id"], "todos": ["id"]], timeout: 20)
+        var configuration = OutboxConfiguration(autoSync: false, batchSize: batchSize)
+        configuration.clock = ManualClock()
+        let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+        return (client, transport)
+    }
+
+    // R9.2: every op reaches the table as the request it maps to; the instance applies them in order.
+    @Test func everyOperationLandsInTheTableInOrder() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                let list = try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
+                try await client.enqueue(
+                    .insert(into: "todos", key: ["id": 1], body: ["title": "Milk", "list_id": 7], dependsOn: [list]))
+                try await client.enqueue(.update("todos", key: ["id": 1], set: ["title": "Oat milk"]))
+                try await client.enqueue(.upsert(into: "todos", key: ["id": 2], body: ["title": "Bread", "list_id": 7]))
+                try await client.enqueue(.upsert(into: "todos", key: ["id": 2], body: ["title": "Rye bread", "list_id": 7]))
+                try await client.enqueue(.insert(into: "todos", key: ["id": 3], body: ["title": "Eggs", "list_id": 7]))
+                try await client.enqueue(.delete(from: "todos", key: ["id": 3]))
+                try await client.enqueue(.delete(from: "todos", key: ["id": 99]))
+                try await client.enqueue(.custom("complete_list", table: "lists", key: ["id": 7], body: ["list_id": 7]))
+                let report = try await client.sync()
+                #expect(report.stoppedBy == nil)
+                #expect(report.syncedCount == 9, "\(report.verdicts)")
+                #expect(
+                    try instance.sql("select id, title, done, owner from todos order by id") == [
+                        "1|Oat milk|t|alice", "2|Rye bread|t|alice",
+                    ])
+                #expect(try instance.sql("select id, name, owner from lists") == ["7|Groceries|alice"])
+                // The apply record: each write's own header, in write-id order (P3).
+                let order = try instance.sql("select outbox_write from applied order by seq").compactMap { Int($0) }
+                #expect(order == order.sorted(), "\(order)")
+                #expect(
+                    Set(order) == Set(1...9).subtracting([8]),
+                    "every write applied once; the delete of a missing row changes no row")
+                client.close()
+            }
+        }
+    }
+
+    // R4.5, R9.3: consecutive inserts to one table go as one request; a refused row among them is
+    // found by splitting, and only it is charged.
+    @Test func insertsAreBatchedAndARefusedRowIsSplitOut() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                for id in 1...4 {
+                    try await client.enqueue(
+                        .insert(into: "todos", key: ["id": .int(Int64(id))], body: ["title": .string("t\(id)")]))
+                }
+                let report = try await client.sync()
+                #expect(report.syncedCount == 4)
+                #expect(try await instance.requests().filter { $0.method == "POST" }.count == 1, "one request for four inserts")
+                for id in 5...8 {
+                    try await client.enqueue(
+                        .insert(into: "todos", key: ["id": .int(Int64(id))], body: ["title": .string(id == 6 ? "" : "t\(id)")]))
+                }
+                let split = try await client.sync()
+                #expect(split.syncedCount == 3)
+                #expect(split.rejected.map(\.id) == [WriteID(6)])
+                let refusal = try #require(try await client.queue.all().first { $0.id == 6 }?.state.refusal)
+                #expect(refusal.status == 400 && refusal.code == "23514")
+                #expect(try instance.sql("select count(*) from todos") == ["7"])
+                client.close()
+            }
+        }
+    }
+
+    // R9.3, R3.2: a lost acknowledgement (committed, connection dropped) is resent under the same key;
+    // the duplicate key is read back, found equal, and the write counts as already on the server.
+    // A duplicate that is not the same row is refused.
+    @Test func aLostAcknowledgementIsSettledByReadingTheRowBack() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
+                try await instance.fault([["drop": true]])
+                let lost = try await client.sync()
+                #expect(lost.stoppedBy?.kind == .network)
+                #expect(try instance.sql("select title from todos") == ["Milk"], "it was committed")
+                let again = try await client.sync()
+                #expect(again.syncedCount == 1 && again.alreadyOnServerCount == 1)
+                #expect(try instance.sql("select count(*) from applied") == ["1"], "applied once")
+
+                try instance.sql("insert into todos (id, title, owner) values (2, 'Something else', 'alice')")
+                try await client.enqueue(.insert(into: "todos", key: ["id": 2], body: ["title": "Bread"]))
+                let other = try await client.sync()
+                #expect(other.rejected.map(\.id) == [WriteID(2)])
+                #expect(try await client.queue.all().first { $0.id == 2 }?.state.refusal?.code == "23505")
+                client.close()
+            }
+        }
+    }
+
+    // R9.4: refusals by SQLSTATE class go on; schema-cache codes stop and are counted apart.
+    @Test func constraintAndTypeErrorsAreRefusalsAndSchemaCodesStop() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let transport = try PostgRESTTransport(url: instance.url, apiKey: instance.apiKey, timeout: 20)
+                var configuration = OutboxConfiguration(autoSync: false, batchSize: 1)
+                configuration.clock = ManualClock()
+                let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk", "list_id": 999]))
+                try await client.enqueue(.insert(into: "todos", key: ["id": "abc"], body: ["title": "Milk"]))
+                let refused = try await client.sync()
+                #expect(refused.stoppedBy == nil)
+                let codes = try await client.queue.all().map { $0.state.refusal.map { "\($0.status ?? 0) \($0.code ?? "")" } }
+                #expect(codes == ["409 23503", "400 22P02"])
+                try await client.enqueue(.insert(into: "todos", key: ["id": 5], body: ["colour": "red"]))
+                let column = try await client.sync()
+                #expect(column.stoppedBy == PassFailure(kind: .schemaCache, status: 400, code: "PGRST204"))
+                try await client.enqueue(.insert(into: "nowhere", key: ["id": 1], body: ["x": 1]))
+                _ = try await client.queue.discard(WriteID(3), withDependents: true)
+                let table = try await client.sync()
+                #expect(table.stoppedBy?.code == "PGRST205" || table.stoppedBy?.code == "PGRST204")
+                client.close()
+            }
+        }
+    }
+
+    // R9.4, R7.3: an expired token and a server down stop the pass and charge nothing; row-level
+    // security keeps another user's token off the first user's rows.
+    @Test func failuresThatMayPassStopThePassAndChargeNothing() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice", expiresIn: -120))
+                try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
+                let expired = try await client.sync()
+                #expect(expired.stoppedBy == PassFailure(kind: .http, status: 401, code: "PGRST303"))
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await instance.fault([["status": 503, "code": "PGRST001"]])
+                let down = try await client.sync()
+                #expect(down.stoppedBy?.status == 503 && down.stoppedBy?.code == "PGRST001")
+                #expect(try await client.queue.all().first?.refusals == 0, "nothing charged")
+                let healed = try await client.sync()
+                #expect(healed.syncedCount == 1)
+
+                // bob's token cannot touch alice's row: the update matches no row it may see.
+                try await client.settleSession(user: "bob", accessToken: try instance.token("bob"))
+                try await client.enqueue(.update("todos", key: ["id": 1], set: ["title": "bob was here"]))
+                let bob = try await client.sync()
+                #expect(bob.rejected.count == 1)
+                #expect(try await client.queue.all().first { $0.user == "bob" }?.state.refusal?.code == "row_not_found")
+                #expect(try instance.sql("select title, owner from todos") == ["Milk|alice"])
+                client.close()
+            }
+        }
+    }
+
+    // R9.6, P6: the token travels only in Authorization; server texts never reach the status, the
+    // events or an error's description (the log keeps them for audits).
+    @Test func tokensAndServerTextsStayWhereTheyBelong() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                let token = try instance.token("alice")
+                try await client.settleSession(user: "alice", accessToken: token)
+                let events = client.events
+                let canary = "SERVER-CANARY-7f3a"
+                try await instance.fault([["status": 422, "code": "P0001", "message": canary]])
+                try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
+                let report = try await client.sync()
+                #expect(report.rejected.count == 1)
+                let requests = try await instance.requests()
+                #expect(requests.allSatisfy { !$0.path.contains(token) && $0.headers.values.allSatisfy { !$0.contains(token) } })
+                #expect(requests.first?.headers["x-outbox-write"] == "1")
+                client.close()
+                var seen: [OutboxEvent] = []
+                for await event in events { seen.append(event) }
+                #expect(!"\(seen)\(report)\(client.syncStatus.value)".contains(canary))
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb"))
+                #expect(bytes.range(of: Data(token.utf8)) == nil, "no token in the log")
+            }
+        }
+        #expect(throws: PostgRESTTransport.ConfigurationError.self) {
+            try PostgRESTTransport(url: URL(string: "http://example.com")!)
+        }
+    }
+}
