@@ -260,34 +260,7 @@ private struct Run {
 
     // MARK: - Output
 
-    private func render(_ report: SyncReport) -> JSONValue {
-        .object([
-            "syncedCount": .int(Int64(report.syncedCount)), "alreadyOnServerCount": .int(Int64(report.alreadyOnServerCount)),
-            "rejectedCount": .int(Int64(report.rejectedCount)), "blockedCount": .int(Int64(report.blockedCount)),
-            "heldCount": .int(Int64(report.heldCount)),
-            "heldBehindOtherTablesCount": .int(Int64(report.heldBehindOtherTablesCount)),
-            "remainingCount": .int(Int64(report.remainingCount)),
-            "rejected": .array(report.rejected.map { .string(ref(of: $0.id)) }),
-            "stoppedBy": report.stoppedBy.map(render) ?? .null,
-            "retryAfter": report.retryAfter.map { .double($0) } ?? .null,
-            "verdicts": .array(
-                report.verdicts.map { verdict in
-                    var fields: [String: JSONValue] = [
-                        "ref": .string(ref(of: verdict.id)), "verdict": .string(verdict.kind.rawValue),
-                        "refusals": .int(Int64(verdict.refusals)), "replayed": .bool(verdict.replayed),
-                    ]
-                    if let reason = verdict.blockedReason { fields["reason"] = .string(reason.rawValue) }
-                    return .object(fields)
-                }),
-        ])
-    }
-
-    private func render(_ failure: PassFailure) -> JSONValue {
-        .object([
-            "kind": .string(failure.kind.rawValue), "status": failure.status.map { .int(Int64($0)) } ?? .null,
-            "code": failure.code.map { .string($0) } ?? .null,
-        ])
-    }
+    private func render(_ report: SyncReport) -> JSONValue { report.json(naming: { .string(ref(of: $0)) }) }
 
     private func finalDocument() async throws -> JSONValue {
         let writes = client.currentUser != nil ? try await client.queue.all() : try client.everyWrite()
@@ -303,7 +276,7 @@ private struct Run {
         var statusFields: [String: JSONValue] = [
             "network": .string(status.network.rawValue), "pendingCount": .int(Int64(status.pendingCount)),
             "rejectedCount": .int(Int64(status.rejectedCount)), "blockedCount": .int(Int64(status.blockedCount)),
-            "isSyncing": .bool(status.isSyncing), "lastSyncError": status.lastSyncError.map(render) ?? .null,
+            "isSyncing": .bool(status.isSyncing), "lastSyncError": status.lastSyncError?.reportJSON ?? .null,
         ]
         if let at = status.lastSyncedAt { statusFields["lastSyncedAt"] = .string(at.description) }
         let verify = try await client.verify()

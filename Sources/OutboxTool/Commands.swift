@@ -58,6 +58,9 @@ package enum Commands {
           verify  <log>                                 "ok" (exit 0), or the first problem (exit 1)
           replay  <log> [--until SEQ] [--json]          the queue and verdict table as they stood after SEQ
           replay  <log> --check-decisions               re-runs the replayer's decisions over the recorded answers
+          sync    <log> --url URL [--transport postgrest] [--table T] [--schema S] [--batch N] [--json]
+                                                       one pass of the queued writes to a real server (token from
+                                                       OUTBOX_ACCESS_TOKEN, apikey from OUTBOX_APIKEY)
           scenario <file> [--json]                      runs a scenario (SCENARIOS.md) against the simulated instance
           simulate (--seed S | --seeds N [--start S] | --regressions FILE) [--steps L] [--seconds T]
                                                        the deterministic simulation with faults
@@ -169,6 +172,17 @@ package enum Commands {
 
         The crash harness's child process (see 'outbox crash --help'); not for use by hand.
         """,
+        "sync": """
+        usage: outbox sync <log> --url URL [--transport postgrest] [--table T] [--schema S] [--batch N] [--json]
+
+        Opens the log for writing and runs one pass (sync) of its queued writes to the server at URL
+        (PostgREST or Supabase's Data API: put /rest/v1 in the URL for Supabase), as the user the
+        token names (its sub), and prints the report (--json: one JSON object). The token is read
+        from OUTBOX_ACCESS_TOKEN, never from an argument; the apikey from OUTBOX_APIKEY if set.
+        --table syncs that table's writes only; --schema writes to that schema; --batch sets the
+        batch size. Exit 0 when the pass ran to its end (refusals included), 1 when it stopped on a
+        failure with writes still queued, 2 for bad usage, a missing token or an unreadable log.
+        """,
         "hold-reader": """
         usage: outbox hold-reader <log>
 
@@ -245,6 +259,7 @@ package enum Commands {
             case "damage": return try await damage(rest)
             case "crash-worker": return try await crashWorker(rest)
             case "hold-reader": return try holdReader(rest)
+            case "sync": return try await sync(rest)
             default: return try replay(rest)
             }
         } catch let error as UsageError {

@@ -3,7 +3,7 @@ internal import Foundation
 /// The subject (`sub` claim) of a JWT, read from its payload without checking the signature: the
 /// instance checks that (R7.3). Nil when the token is not a JWT with a string subject.
 package enum AccessToken {
-    static func subject(of token: String) -> String? {
+    package static func subject(of token: String) -> String? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { return nil }
         var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")

@@ -91,3 +91,38 @@ extension SyncReport.Verdict {
         self.init(id: id, kind: kind, refusals: refusals, replayed: replayed, blockedReason: reason)
     }
 }
+
+extension SyncReport {
+    /// The report as one JSON object with R4.8's field names; writes are named by their ids.
+    public var json: JSONValue { json(naming: { .int(Int64($0.rawValue)) }) }
+
+    /// The report as JSON, each write named by `name` (the scenario runner names them by ref).
+    package func json(naming name: (WriteID) -> JSONValue) -> JSONValue {
+        .object([
+            "syncedCount": .int(Int64(syncedCount)), "alreadyOnServerCount": .int(Int64(alreadyOnServerCount)),
+            "rejectedCount": .int(Int64(rejectedCount)), "blockedCount": .int(Int64(blockedCount)),
+            "heldCount": .int(Int64(heldCount)), "heldBehindOtherTablesCount": .int(Int64(heldBehindOtherTablesCount)),
+            "remainingCount": .int(Int64(remainingCount)), "rejected": .array(rejected.map { name($0.id) }),
+            "stoppedBy": stoppedBy?.reportJSON ?? .null, "retryAfter": retryAfter.map { .double($0) } ?? .null,
+            "verdicts": .array(
+                verdicts.map { verdict in
+                    var fields: [String: JSONValue] = [
+                        "ref": name(verdict.id), "verdict": .string(verdict.kind.rawValue),
+                        "refusals": .int(Int64(verdict.refusals)), "replayed": .bool(verdict.replayed),
+                    ]
+                    if let reason = verdict.blockedReason { fields["reason"] = .string(reason.rawValue) }
+                    return .object(fields)
+                }),
+        ])
+    }
+}
+
+extension PassFailure {
+    /// `{kind, status, code}`, as a report and the status show it: never a message or a token.
+    public var reportJSON: JSONValue {
+        .object([
+            "kind": .string(kind.rawValue), "status": status.map { .int(Int64($0)) } ?? .null,
+            "code": code.map { .string($0) } ?? .null,
+        ])
+    }
+}

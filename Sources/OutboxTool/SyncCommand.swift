@@ -1,0 +1,61 @@
+internal import Foundation
+internal import Outbox
+internal import OutboxHTTP
+
+extension Commands {
+    /// `outbox sync <log> --url URL [--transport postgrest] [--table T] [--schema S] [--batch N] [--json]`:
+    /// one pass of the log's queued writes to a real server. The token comes from `OUTBOX_ACCESS_TOKEN`
+    /// (never an argument: other users see arguments in `ps`), the apikey from `OUTBOX_APIKEY`.
+    static func sync(_ words: [String]) async throws -> Exit {
+        let args = try Arguments(
+            command: "sync", words: words, options: ["url", "transport", "table", "schema", "batch"], flags: ["json"])
+        let path = try args.positionals("log")[0]
+        let transportName = args.option("transport") ?? "postgrest"
+        guard transportName == "postgrest" else {
+            throw UsageError(message: "--transport \(transportName): the transports are postgrest (contract is not built yet)")
+        }
+        guard let url = URL(string: try args.required("url")), url.scheme != nil else {
+            throw UsageError(message: "--url takes an http(s) URL")
+        }
+        let environment = ProcessInfo.processInfo.environment
+        guard let token = environment["OUTBOX_ACCESS_TOKEN"], !token.isEmpty else {
+            throw UsageError(message: "the access token is read from OUTBOX_ACCESS_TOKEN, which is not set")
+        }
+        guard let user = AccessToken.subject(of: token) else {
+            throw UsageError(message: "OUTBOX_ACCESS_TOKEN is not a JWT with a subject (its sub claim names the user)")
+        }
+        var configuration = OutboxConfiguration(autoSync: false)
+        if let batch = try args.unsigned("batch") {
+            guard (1...10_000).contains(batch) else { throw UsageError(message: "--batch takes a number from 1 to 10000") }
+            configuration.batchSize = Int(batch)
+        }
+        let transport: PostgRESTTransport
+        do {
+            transport = try PostgRESTTransport(url: url, apiKey: environment["OUTBOX_APIKEY"], schema: args.option("schema"))
+        } catch let error as PostgRESTTransport.ConfigurationError {
+            throw UsageError(message: "--url: \(error)")
+        }
+        guard FileManager.default.fileExists(atPath: path) else {
+            printError("outbox sync: \(path): no log here")
+            return .failure
+        }
+        let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+        defer { client.close() }
+        try await client.settleSession(user: user, accessToken: token)
+        let report = try await client.sync(table: args.option("table"))
+        if args.flag("json") {
+            say(JSONText.render(report.json))
+        } else {
+            say(
+                "synced \(report.syncedCount) (\(report.alreadyOnServerCount) already on the server), rejected \(report.rejectedCount), blocked \(report.blockedCount), held \(report.heldCount), remaining \(report.remainingCount)"
+            )
+            for verdict in report.verdicts {
+                say(
+                    "  write \(verdict.id): \(verdict.kind.rawValue)\(verdict.replayed ? " (replayed)" : "")\(verdict.blockedReason.map { " (\($0.rawValue))" } ?? "")"
+                )
+            }
+            if let stopped = report.stoppedBy { say("stopped by \(JSONText.render(stopped.reportJSON))") }
+        }
+        return report.stoppedBy != nil && report.remainingCount > 0 ? .notSo : .success
+    }
+}
