@@ -102,7 +102,9 @@ import Testing
             .instanceChanged: 5, .identityChanged: 6,
         ]
         #expect(Dictionary(uniqueKeysWithValues: BlockedReason.allCases.map { ($0, $0.code) }) == blocked)
-        let pass: [PassFailure.Kind: UInt8] = [.network: 0, .http: 1, .schemaCache: 2, .protocol: 3, .identityChanged: 4]
+        let pass: [PassFailure.Kind: UInt8] = [
+            .network: 0, .http: 1, .schemaCache: 2, .protocol: 3, .identityChanged: 4, .noToken: 5,
+        ]
         #expect(Dictionary(uniqueKeysWithValues: PassFailure.Kind.allCases.map { ($0, $0.code) }) == pass)
         let request: [RequestFailure.Kind: UInt8] = [.network: 0, .timeout: 1, .device: 2, .http: 3]
         #expect(Dictionary(uniqueKeysWithValues: RequestFailure.Kind.allCases.map { ($0, $0.code) }) == request)
@@ -116,6 +118,7 @@ import Testing
             status: 422, code: "23514", reason: "check_violation", message: "new row violates check", fields: ["title"],
             trashed: true, restorable: false, missingGrant: "insert")
         let final = Refusal.unsent(because: "the insert it waits for was withdrawn")
+        var groups: [[Event]] = []
         var events: [Event] = [
             .logCreated(LogCreated(origin: key)),
             .sessionSettled(SessionSettled(user: "alice", identityChanged: false)),
@@ -148,6 +151,8 @@ import Testing
             .answersForgotten(AnswersCleared(writes: [3])),
             .localDataCleared(LocalDataCleared(user: "bob", writes: [10, 11])),
         ]
+        groups.append(events)
+        events = []
         let operations: [Outbox.Operation] = [.insert, .update, .upsert, .delete, .custom("complete_list")]
         for (index, operation) in operations.enumerated() {
             events.append(
@@ -158,11 +163,15 @@ import Testing
                         baseVersion: index == 1 ? 3 : nil, dependsOn: index == 2 ? [20] : [], follows: index == 2 ? [21] : [],
                         idempotencyKey: key, atomicGroup: index == 4 ? .init(first: 23, count: 2) : nil)))
         }
+        groups.append(events)
+        events = []
         for reason in BlockedReason.allCases {
             events.append(
                 .verdictRecorded(VerdictRecorded(writeId: 30, passId: 3, state: .blocked(reason, refusal: nil), refusals: 1)))
             events.append(.writeReleased(WriteReleased(writeId: 30, idempotencyKey: key, reason: reason)))
         }
+        groups.append(events)
+        events = []
         let states: [WriteState] = [
             .pending, .accepted, .merged(fields: ["done"]), .conflicted(siblingId: "sib-2", fields: []), .refused(refusal),
             .refused(final), .blocked(.conflictUnresolved, refusal: refusal), .dead(refusal), .dead(nil),
@@ -170,11 +179,15 @@ import Testing
         for state in states {
             events.append(.verdictRecorded(VerdictRecorded(writeId: 31, passId: nil, state: state, refusals: 5, replayed: true)))
         }
+        groups.append(events)
+        events = []
         for kind in PassFailure.Kind.allCases {
             events.append(
                 .passEnded(
                     PassEnded(passId: 6, stoppedBy: PassFailure(kind: kind, status: 503, code: "PGRST001", retryAfter: 2.5))))
         }
+        groups.append(events)
+        events = []
         for kind in RequestFailure.Kind.allCases {
             events.append(
                 .answerReceived(
@@ -185,9 +198,15 @@ import Testing
                                 kind: kind, status: 429, code: "PGRST", retryAfter: "Wed, 21 Oct 2026 07:28:00 GMT", text: "slow")
                         ))))
         }
-        return events.enumerated().map { index, event in
-            RecordedEvent(
-                sequence: UInt64(index + 1), at: Timestamp(milliseconds: 1_767_225_600_000 + Int64(index) * 1000), event: event)
+        groups.append(events)
+        // Each group numbered from its own thousand: a case added to one enum adds a record at the end
+        // of its group and moves no other record.
+        return groups.enumerated().flatMap { group, events in
+            events.enumerated().map { index, event in
+                let sequence = UInt64(group * 1000 + index + 1)
+                return RecordedEvent(
+                    sequence: sequence, at: Timestamp(milliseconds: 1_767_225_600_000 + Int64(sequence) * 1000), event: event)
+            }
         }
     }
 }

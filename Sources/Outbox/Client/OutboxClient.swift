@@ -17,6 +17,8 @@ public final class OutboxClient: Sendable {
     package let log: EventLog
     public let configuration: OutboxConfiguration
     let transport: (any OutboxTransport)?
+    /// Where passes take their token when the app gives one (R7.5); nil: the session's token.
+    let tokenProvider: (@Sendable () async throws -> String?)?
     private let session = Mutex(Session())
     private let isClosed = Atomic<Bool>(false)
     let syncState = Mutex(SyncState())
@@ -32,9 +34,13 @@ public final class OutboxClient: Sendable {
         var settledHere = false
     }
 
-    private init(log: EventLog, transport: (any OutboxTransport)?, configuration: OutboxConfiguration, user: String?) {
+    private init(
+        log: EventLog, transport: (any OutboxTransport)?, configuration: OutboxConfiguration, user: String?,
+        tokenProvider: (@Sendable () async throws -> String?)?
+    ) {
         self.log = log
         self.transport = transport
+        self.tokenProvider = tokenProvider
         self.configuration = configuration
         session.withLock { $0.user = user }
     }
@@ -46,15 +52,22 @@ public final class OutboxClient: Sendable {
 
     /// Opens the log at `url` (a folder), creating it if needed (R8.8). The session starts as the log
     /// last recorded it, without a token until `settleSession` gives one.
+    ///
+    /// With `accessToken`, every pass asks it for the token just before it sends, and once more when
+    /// the server says the token is expired or invalid (then the same request goes again, under the
+    /// same keys); a provider that throws or returns nil skips the pass, sending and charging nothing.
+    /// With supabase-swift: `accessToken: { try await supabase.auth.session.accessToken }`.
     public static func open(
-        at url: URL, transport: (any OutboxTransport)? = nil, configuration: OutboxConfiguration = OutboxConfiguration()
+        at url: URL, transport: (any OutboxTransport)? = nil, configuration: OutboxConfiguration = OutboxConfiguration(),
+        accessToken: (@Sendable () async throws -> String?)? = nil
     ) async throws -> OutboxClient {
-        try open(path: url.path, transport: transport, configuration: configuration)
+        try open(path: url.path, transport: transport, configuration: configuration, accessToken: accessToken)
     }
 
-    /// Opens the log at `path`; see `open(at:transport:configuration:)`.
+    /// Opens the log at `path`; see `open(at:transport:configuration:accessToken:)`.
     public static func open(
-        path: String, transport: (any OutboxTransport)? = nil, configuration: OutboxConfiguration = OutboxConfiguration()
+        path: String, transport: (any OutboxTransport)? = nil, configuration: OutboxConfiguration = OutboxConfiguration(),
+        accessToken: (@Sendable () async throws -> String?)? = nil
     ) throws -> OutboxClient {
         guard configuration.maxRefusals >= 1, configuration.batchSize >= 1 else {
             throw OutboxError(.invalidWrite, "maxRefusals and batchSize must be at least 1")
@@ -67,7 +80,8 @@ public final class OutboxClient: Sendable {
         options.crashPlan = configuration.crashPlan
         let log = try EventLog(path: path, options: options)
         let (user, deadline) = try log.read { (try $0.session()?.user, try $0.retryAfterUntil()) }
-        let client = OutboxClient(log: log, transport: transport, configuration: configuration, user: user)
+        let client = OutboxClient(
+            log: log, transport: transport, configuration: configuration, user: user, tokenProvider: accessToken)
         if let deadline { client.syncState.withLock { $0.retryAfterUntil = deadline } }
         log.observeCommits { [weak client] events in client?.didCommit(events) }
         client.refreshStatus()

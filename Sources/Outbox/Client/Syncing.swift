@@ -124,7 +124,31 @@ extension OutboxClient {
             report.remainingCount = try log.read { try $0.counters(user: user).pending }
             return report
         }
-        let token = accessToken
+        var token = accessToken
+        if let tokenProvider {
+            // R7.5: the provider's token, asked now; none (or a provider that fails) skips the pass.
+            guard let provided = try? await tokenProvider(), !provided.isEmpty else {
+                var report = SyncReport()
+                report.stoppedBy = PassFailure(kind: .noToken)
+                report.remainingCount = try log.read { try $0.counters(user: user).pending }
+                return report
+            }
+            // P7: a token of another user never carries this user's writes.
+            if let subject = AccessToken.subject(of: provided), subject != user {
+                var report = SyncReport()
+                report.stoppedBy = PassFailure(kind: .identityChanged)
+                report.remainingCount = try log.read { try $0.counters(user: user).pending }
+                return report
+            }
+            token = provided
+        }
+        var refresh: (@Sendable () async -> String?)?
+        if let tokenProvider {
+            refresh = { @Sendable () async -> String? in
+                guard let fresh = try? await tokenProvider() else { return nil }
+                return fresh
+            }
+        }
         let pass = Pass(
             log: log, transport: transport, user: user, token: token, table: table, automatic: automatic,
             maxRefusals: configuration.maxRefusals, batchSize: configuration.batchSize,
@@ -136,7 +160,8 @@ extension OutboxClient {
             checkAlive: { [weak self] in
                 guard let self else { throw OutboxError(.closed, "the outbox client is gone") }
                 try self.checkOpen()
-            })
+            },
+            refreshToken: refresh)
         let report = try await pass.run()
         // A latched session's pass sends nothing and so leaves no passEnded in the log to tell the
         // events stream; it is told here (R7.2, R7.3).

@@ -16,6 +16,9 @@ struct Pass: Sendable {
     let shouldStop: @Sendable () -> Bool
     /// Throws when the client was closed or killed: the pass then records nothing more.
     let checkAlive: @Sendable () throws -> Void
+    /// Asks the app's token provider again, after the server refused the token as expired or invalid
+    /// (R7.5); nil when the app gives tokens through the session.
+    var refreshToken: (@Sendable () async -> String?)? = nil
 
     /// What the pass carries from one transaction to the next.
     struct Progress: Sendable {
@@ -51,18 +54,30 @@ struct Pass: Sendable {
             let request = try next(&appender, &progress)
             return (progress, request)
         }
+        var token = self.token
+        var refreshed = false
         while let sending = request {
             report.add(progress.verdicts)
             progress.verdicts = []
-            let answer = await transport.send(
-                OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic), accessToken: token)
+            let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic)
+            var answer = await transport.send(batch, accessToken: token)
+            // R7.5: a token the server calls expired or invalid is asked for once more, and the same
+            // request goes again under the same keys; a second refusal stops the pass as any 401.
+            if !refreshed, let refreshToken, answer.refusesTheToken {
+                refreshed = true
+                if let fresh = await refreshToken(), !fresh.isEmpty {
+                    token = fresh
+                    answer = await transport.send(batch, accessToken: fresh)
+                }
+            }
+            let received = answer
             log.crashPlan?.pass(.passAfterSend)
             try checkAlive()
             let carried = progress
             (progress, request) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) {
                 [self] appender in
                 var progress = carried
-                let request = try record(answer, to: sending, &appender, &progress)
+                let request = try record(received, to: sending, &appender, &progress)
                 return (progress, request)
             }
         }

@@ -206,3 +206,12 @@ extension WriteVerdict {
         }
     }
 }
+
+extension RequestAnswer {
+    /// A 401 of the token class (PostgREST's PGRST301, PGRST302, PGRST303): the token is expired,
+    /// invalid or missing, and a new one may pass (R7.5).
+    var refusesTheToken: Bool {
+        guard case .failed(let failure) = self, failure.status == 401, let code = failure.code else { return false }
+        return ["PGRST301", "PGRST302", "PGRST303"].contains(code)
+    }
+}

@@ -13,6 +13,8 @@ public struct PassFailure: Hashable, Sendable {
         case `protocol`
         /// The token's subject is not the session's user (R7.3).
         case identityChanged
+        /// The app's token provider gave no token (it threw, or returned nil): the pass sent nothing.
+        case noToken
 
         /// The stored code (Specs/log-format.md): fixed per case; a code is never reused.
         var code: UInt8 {
@@ -22,6 +24,7 @@ public struct PassFailure: Hashable, Sendable {
             case .schemaCache: return 2
             case .protocol: return 3
             case .identityChanged: return 4
+            case .noToken: return 5
             }
         }
 

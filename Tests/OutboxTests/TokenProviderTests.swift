@@ -1,0 +1,79 @@
+import Synchronization
+import Testing
+
+@testable import Outbox
+
+/// R7.5: tokens from the app's provider, asked before each pass and once more on a token-class 401.
+@Suite struct TokenProviderTests {
+    final class Provider: Sendable {
+        let tokens: Mutex<[String?]>
+        let asked = Mutex(0)
+        init(_ tokens: [String?]) { self.tokens = Mutex(tokens) }
+        func next() throws -> String? {
+            asked.withLock { $0 += 1 }
+            return tokens.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        }
+    }
+
+    func open(_ path: String, _ provider: Provider, _ instance: SimulatedInstance) async throws -> OutboxClient {
+        let client = try OutboxClient.open(
+            path: path, transport: instance, configuration: testConfiguration(), accessToken: { try provider.next() })
+        try await client.settleSession(user: "alice", accessToken: nil)
+        return client
+    }
+
+    @Test func anExpiredTokenIsAskedForOnceMoreAndTheSameRequestGoesAgain() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let provider = Provider([token(subject: "alice"), token(subject: "alice") + "-fresh"])
+            let client = try await open(path, provider, instance)
+            try await client.enqueue(todo(1))
+            instance.script([.status(401, code: "PGRST303")])
+            let report = try await client.sync()
+            #expect(report.syncedCount == 1 && report.stoppedBy == nil)
+            #expect(provider.asked.withLock { $0 } == 2)
+            let received = instance.received
+            #expect(received.count == 2 && received[0].writes == received[1].writes, "the same request, again")
+            #expect(received.map(\.accessToken) == [token(subject: "alice"), token(subject: "alice") + "-fresh"])
+            let keys = try await client.history(of: 1).compactMap { event -> [IdempotencyKey]? in
+                if case .attemptStarted(let attempt) = event.event { return attempt.writes.map(\.idempotencyKey) }
+                return nil
+            }
+            #expect(keys.count == 1, "one attempt, under one key")
+        }
+    }
+
+    @Test func aSecondRefusalOfTheTokenStopsThePass() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let provider = Provider([token(subject: "alice"), token(subject: "alice"), token(subject: "alice")])
+            let client = try await open(path, provider, instance)
+            try await client.enqueue(todo(1))
+            instance.script([.status(401, code: "PGRST301"), .status(401, code: "PGRST303")])
+            let report = try await client.sync()
+            #expect(report.stoppedBy == PassFailure(kind: .http, status: 401, code: "PGRST303"))
+            #expect(provider.asked.withLock { $0 } == 2)
+            #expect(try await client.write(1)?.refusals == 0)
+            // A 401 of another class (a gateway's, no code) is not a token to refresh.
+            instance.script([.status(401)])
+            let gateway = try await client.sync()
+            #expect(gateway.stoppedBy?.status == 401 && provider.asked.withLock { $0 } == 3)
+        }
+    }
+
+    @Test func noTokenOrAnotherUsersTokenSendsNothing() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let provider = Provider([nil, token(subject: "bob")])
+            let client = try await open(path, provider, instance)
+            try await client.enqueue(todo(1))
+            let none = try await client.sync()
+            #expect(none.stoppedBy == PassFailure(kind: .noToken) && none.remainingCount == 1)
+            #expect(client.syncStatus.value.lastSyncError == PassFailure(kind: .noToken))
+            let bob = try await client.sync()
+            #expect(bob.stoppedBy == PassFailure(kind: .identityChanged))
+            #expect(instance.received.isEmpty, "nothing sent, nothing charged")
+            #expect(try await client.write(1)?.refusals == 0)
+        }
+    }
+}
