@@ -45,7 +45,8 @@ let package = Package(
         .executableTarget(name: "OutboxCLI", dependencies: ["OutboxTool"]),
         // Benchmarks: each figure beside a raw LMDB baseline measured in the same run.
         .executableTarget(
-            name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxLMDB", "COutboxLMDB", "COutboxSQLite"], path: "Benchmarks"),
+            name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxHTTP", "OutboxLMDB", "COutboxLMDB", "COutboxSQLite"],
+            path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"], exclude: ["Golden"]),
         .testTarget(name: "OutboxHTTPTests", dependencies: ["OutboxHTTP", "Outbox"]),

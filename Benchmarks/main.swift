@@ -5,6 +5,7 @@
 import COutboxLMDB
 import Foundation
 import Outbox
+import OutboxHTTP
 import OutboxLMDB
 import Synchronization
 
@@ -39,7 +40,8 @@ let options: Options = {
                   --runs N    timed runs per case after one warm-up (default 5)
                   --size N    the large cases' size (default 1,000,000; long-life 100,000)
                   FILTER      run only the cases whose name contains it: enqueue-durable, enqueue-concurrent,
-                              bulk-enqueue, drain, rebuild, history, open, long-life, atomic-group
+                              bulk-enqueue, drain, rebuild, history, open, long-life, atomic-group,
+                              postgrest
                 """)
             exit(0)
         default:
@@ -414,6 +416,84 @@ if selected("atomic-group") {
     report(
         "10. a failed pass with one atomic group pending", size: size, large,
         baseline: "a group a tenth the size, times ten", (small.median * 10, small.best * 10))
+}
+
+/// The process's CPU time (user + system) so far, in seconds.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+/// Runs `scripts/instance ARGUMENTS`; its output, or nil when it failed.
+func instanceScript(_ arguments: [String]) -> String? {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath + "/scripts/instance")
+    process.arguments = arguments
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return nil }
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return process.terminationStatus == 0 ? String(decoding: data, as: UTF8.self) : nil
+}
+
+// 11. Drain to PostgreSQL through the PostgREST stand-in over loopback (a real database, real HTTP):
+// batched inserts (50 a request) against one request per write, as a hand-written outbox loop sends
+// them, in one run; writes/s of both and the client's CPU per write. Starts its own instance with
+// scripts/instance (PostgreSQL 15 and python3-psycopg; skipped when they are missing).
+if selected("postgrest") {
+    let size = options.quick ? 500 : 10_000
+    let folder = temporaryPath()
+    if let started = instanceScript(["start", folder]) {
+        defer { _ = instanceScript(["stop", folder]) }
+        var values: [String: String] = [:]
+        for line in started.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
+        }
+        let token = instanceScript(["token", folder, "alice"])?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        let url = URL(string: values["OUTBOX_URL"] ?? "")!
+        let apiKey = values["OUTBOX_APIKEY"]
+        let cpu = Mutex<[Double]>([])
+        func drain(batchSize: Int, firstId: Int) -> (median: Double, best: Double) {
+            let path = temporaryPath()
+            defer { removing(path) }
+            let seconds = Mutex(0.0)
+            blocking {
+                let transport = try PostgRESTTransport(url: url, apiKey: apiKey, tables: ["todos": ["id"]])
+                let client = try OutboxClient.open(
+                    path: path, transport: transport, configuration: OutboxConfiguration(autoSync: false, batchSize: batchSize))
+                try await client.settleSession(user: "alice", accessToken: token)
+                _ = try await client.enqueue(
+                    contentsOf: (firstId..<(firstId + size)).map {
+                        .insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "Buy milk", "done": false])
+                    })
+                let cpuBefore = cpuSeconds()
+                let start = DispatchTime.now().uptimeNanoseconds
+                let report = try await client.sync()
+                seconds.withLock { $0 = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+                precondition(report.syncedCount == size, "drained \(report.syncedCount): \(String(describing: report.stoppedBy))")
+                let used = cpuSeconds() - cpuBefore
+                cpu.withLock { $0.append(used / Double(size)) }
+                client.close()
+            }
+            let time = seconds.withLock { $0 }
+            return (time, time)
+        }
+        let batched = drain(batchSize: 50, firstId: 1)
+        let single = drain(batchSize: 1, firstId: size + 1)
+        report(
+            "11. drain to PostgreSQL through the stand-in, inserts batched 50 a request", size: size, batched,
+            baseline: "one request per write", single)
+        let perWrite = cpu.withLock { $0 }
+        print(
+            "11. client CPU per write: \(String(format: "%.1f", perWrite[0] * 1e6)) µs batched, \(String(format: "%.1f", perWrite[1] * 1e6)) µs one request per write"
+        )
+    } else {
+        print("11. drain to PostgreSQL: skipped (scripts/instance could not start PostgreSQL and the stand-in)")
+    }
 }
 
 // 9. Long life: one client makes 100,000 single enqueues in a row; the last 10 % against the first

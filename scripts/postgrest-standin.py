@@ -14,7 +14,8 @@ Content-Length). Fidelity gaps (see the end of this file's docstring):
 - message texts are PostgREST's for the codes it raises itself, PostgreSQL's otherwise;
 - one version (v14): expired tokens are PGRST303, unknown tables PGRST205;
 - RPC resolves a function by name and argument names, calls it with named arguments, and shapes
-  void as 204, anything else as its JSON value.
+  void as 204, anything else as its JSON value; a STABLE function is not run read-only (no 25006);
+- one database connection per client connection (PostgREST keeps a pool of 10).
 
 Test-only control (not PostgREST), on the same port, with no authentication (loopback only):
   POST /_standin/faults  {"answers": [{"status": 503, "code": "PGRST001", "retryAfter": "0"},
@@ -309,7 +310,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         role = claims.get("role") or ANON_ROLE
         authed = role != ANON_ROLE
         try:
-            with psycopg.connect(CONFIG["database"], autocommit=False) as conn:
+            conn = connection()
+            with conn.transaction():
                 with conn.cursor() as cur:
                     headers = {k.lower(): v for k, v in self.headers.items() if k.lower() != "cookie"}
                     cur.execute("select set_config('request.jwt.claims', %s, true), set_config('request.headers', %s, true),"
@@ -317,8 +319,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                 (json.dumps(claims), json.dumps(headers), self.command))
                     cur.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
                     status, out, out_headers = work(cur)
-                conn.commit()
         except psycopg.OperationalError:
+            forget_connection()
             raise Refused(503, "PGRST000", "Database connection error. Retrying the connection.")
         except psycopg.Error as error:
             diag = error.diag
@@ -467,14 +469,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             raise Refused(404, "PGRST202", "Could not find the function %s.%s(%s) in the schema cache"
                           % (schema, name, ", ".join(sorted(arguments))))
-        if volatile != "v":
-            cur.execute("set transaction read only")
         call = sql.SQL("select to_json({}.{}({}))").format(
             sql.Identifier(schema), sql.Identifier(name),
             sql.SQL(", ").join(sql.SQL("{} => %s").format(sql.Identifier(k)) for k in arguments))
         cur.execute(call, [json.dumps(v) if isinstance(v, (dict, list)) else v for v in arguments.values()])
         value = cur.fetchone()[0]
         return (204, None, {}) if returns_void else (200, value, {})
+
+
+LOCAL = threading.local()
+
+
+def connection():
+    """This thread's connection (one per client connection, as PostgREST keeps a pool): opened on
+    first use, and again after one broke."""
+    conn = getattr(LOCAL, "conn", None)
+    if conn is None or conn.closed or conn.broken:
+        conn = psycopg.connect(CONFIG["database"], autocommit=True)
+        LOCAL.conn = conn
+    return conn
+
+
+def forget_connection():
+    conn = getattr(LOCAL, "conn", None)
+    LOCAL.conn = None
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:
+            pass
 
 
 def content_range(count, prefer):
