@@ -1,3 +1,4 @@
+internal import Dispatch
 public import Foundation
 internal import Synchronization
 
@@ -26,29 +27,37 @@ public final class URLSessionHTTPClient: HTTPClient, Sendable {
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         urlRequest.httpBody = request.body
         let task = Mutex<URLSessionDataTask?>(nil)
+        // Answered once: by the response, by the timeout (FoundationNetworking's own request timeout
+        // is an idle timeout, and not always honoured), or by cancellation.
+        let settled = Atomic<Bool>(false)
         let outcome: Result<HTTPResponse, HTTPFailure> = await withTaskCancellationHandler {
             await withCheckedContinuation { (done: CheckedContinuation<Result<HTTPResponse, HTTPFailure>, Never>) in
+                @Sendable func finish(_ result: Result<HTTPResponse, HTTPFailure>) {
+                    if !settled.exchange(true, ordering: .sequentiallyConsistent) { done.resume(returning: result) }
+                }
                 let dataTask = session.dataTask(with: urlRequest) { data, response, error in
                     if let error {
-                        done.resume(returning: .failure(Self.failure(error)))
+                        finish(.failure(Self.failure(error)))
                     } else if let response = response as? HTTPURLResponse {
                         if (300..<400).contains(response.statusCode) {
-                            done.resume(returning: .failure(.redirected))
+                            finish(.failure(.redirected))
                             return
                         }
                         var headers: [String: String] = [:]
                         for (name, value) in response.allHeaderFields {
                             if let name = name as? String, let value = value as? String { headers[name] = value }
                         }
-                        done.resume(
-                            returning: .success(HTTPResponse(status: response.statusCode, headers: headers, body: data ?? Data()))
-                        )
+                        finish(.success(HTTPResponse(status: response.statusCode, headers: headers, body: data ?? Data())))
                     } else {
-                        done.resume(returning: .failure(.network))
+                        finish(.failure(.network))
                     }
                 }
                 task.withLock { $0 = dataTask }
                 dataTask.resume()
+                DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+                    finish(.failure(.timeout))
+                    dataTask.cancel()
+                }
             }
         } onCancel: {
             task.withLock { $0 }?.cancel()

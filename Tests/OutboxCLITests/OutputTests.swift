@@ -99,16 +99,22 @@ extension OutputTests {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            // Wait (at most 60 s) for its log to exist, then interrupt it as Ctrl-C would.
+            // Wait (at most 60 s) for its log to exist and hold data, then interrupt it as Ctrl-C would.
+            func logs() throws -> [String] {
+                try FileManager.default.contentsOfDirectory(atPath: scratch).filter { $0.hasPrefix("outbox-scenario-") }
+            }
             let deadline = Date().addingTimeInterval(60)
-            while (try FileManager.default.contentsOfDirectory(atPath: scratch)).isEmpty, Date() < deadline, process.isRunning {
+            while Date() < deadline, process.isRunning,
+                try logs().first.map({ !FileManager.default.fileExists(atPath: scratch + "/" + $0 + "/data.mdb") }) ?? true
+            {
                 usleep(2_000)
             }
-            #expect(!(try FileManager.default.contentsOfDirectory(atPath: scratch)).isEmpty, "the run made its log")
+            #expect(!(try logs()).isEmpty, "the run made its log")
             kill(process.processIdentifier, SIGINT)
             process.waitUntilExit()
             #expect(process.terminationStatus == 128 + SIGINT)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch).isEmpty, "the log went with the run")
+            let left = try logs()
+            #expect(left.isEmpty, "the log went with the run: \(left)")
         }
     }
 }

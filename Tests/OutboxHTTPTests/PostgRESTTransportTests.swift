@@ -197,3 +197,99 @@ struct PostgRESTTransportTests {
         }
     }
 }
+
+extension PostgRESTTransportTests {
+    // R9.4: every answer that may pass stops the pass and charges nothing, Retry-After honoured.
+    @Test func gatewayAndServerAnswersThatMayPassChargeNothing() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
+                for (status, retryAfter) in [(429, "7"), (504, nil), (520, nil), (544, nil), (402, nil), (540, nil), (503, "0")]
+                    as [(Int, String?)]
+                {
+                    var fault: [String: Any] = ["status": status, "code": NSNull()]
+                    if let retryAfter { fault["retryAfter"] = retryAfter }
+                    try await instance.fault([fault])
+                    let report = try await client.sync()
+                    #expect(report.stoppedBy?.kind == .http && report.stoppedBy?.status == status, "\(status)")
+                    if status == 429 { #expect(report.retryAfter == 7) }
+                    #expect(try await client.queue.all().first?.refusals == 0, "\(status) charges nothing")
+                }
+                #expect(try instance.sql("select count(*) from todos") == ["0"])
+                #expect(try await client.sync().syncedCount == 1)
+                client.close()
+            }
+        }
+    }
+
+    // R9.4: a request that times out is an outcome unknown: it stays pending and goes again later.
+    @Test func aTimeoutIsAFailureThatMayPass() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let transport = try PostgRESTTransport(url: instance.url, apiKey: instance.apiKey, timeout: 1)
+                var configuration = OutboxConfiguration(autoSync: false)
+                configuration.clock = ManualClock()
+                let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
+                try await instance.fault([["latency": 3]])
+                let report = try await client.sync()
+                #expect(report.stoppedBy?.kind == .network)
+                #expect(try await client.queue.all().first?.state == .pending)
+                let again = try await client.sync()
+                #expect(again.syncedCount == 1)
+                #expect(try instance.sql("select count(*) from applied") == ["1"], "applied once")
+                client.close()
+            }
+        }
+    }
+
+    // Issue 15: disableNetwork() and close() cancel a request in flight; its write is resent later.
+    @Test func switchingTheNetworkOffCancelsARequestInFlight() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
+                try await instance.fault([["latency": 15]])
+                let started = Date()
+                let pass = Task { try await client.sync() }
+                // Wait (at most 10 s) until the stand-in holds the request.
+                while try await instance.requests().isEmpty, Date().timeIntervalSince(started) < 10 { await Task.yield() }
+                await client.disableNetwork()
+                let report = try await pass.value
+                // Not waited out: the stand-in would have answered accepted after its 15 s.
+                #expect(report.stoppedBy?.kind == .network && report.syncedCount == 0)
+                #expect(try await client.queue.all().first?.state == .pending)
+                await client.enableNetwork()
+                let again = try await client.sync()
+                #expect(again.syncedCount == 1, "resent, and replayed or applied once")
+                #expect(try instance.sql("select count(*) from applied") == ["1"])
+                client.close()
+            }
+        }
+    }
+
+    // Issue 15: PostgreSQL restarted between passes: the pass meets its broken connection as a
+    // failure that may pass, and the next goes through; nothing is applied twice.
+    @Test func aRestartedDatabaseIsAFailureThatMayPass() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
+                #expect(try await client.sync().syncedCount == 1)
+                let restarted = try Instance.run(["restart-database", instance.folder])
+                #expect(restarted.status == 0, "\(restarted.output)")
+                try await client.enqueue(.insert(into: "todos", key: ["id": 2], body: ["title": "Bread"]))
+                let first = try await client.sync()
+                if first.syncedCount == 0 { #expect(first.stoppedBy?.status == 503 && first.stoppedBy?.code == "PGRST000") }
+                if first.syncedCount == 0 { #expect(try await client.sync().syncedCount == 1) }
+                #expect(try instance.sql("select row_id from applied order by seq") == ["1", "2"])
+                client.close()
+            }
+        }
+    }
+}

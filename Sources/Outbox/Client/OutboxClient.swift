@@ -89,7 +89,8 @@ public final class OutboxClient: Sendable {
         return client
     }
 
-    /// Stops the client: later calls throw `.closed`, a running pass records nothing more, the status
+    /// Stops the client: later calls throw `.closed`, a request in flight is cancelled and its pass
+    /// records nothing more, the status
     /// keeps its last value and the streams end. The log stays as it is, and may be opened again.
     public func close() {
         guard !isClosed.exchange(true, ordering: .sequentiallyConsistent) else { return }
@@ -98,6 +99,7 @@ public final class OutboxClient: Sendable {
         syncState.withLock { state in
             state.timer?.cancel()
             state.timer = nil
+            state.runningPass?.cancel()
         }
         statusUpdates.finish()
         eventStream.finish()

@@ -31,6 +31,8 @@ struct SyncState {
     var lastSyncError: PassFailure?
     /// Passes started since the client opened (R5.1: triggers that meet a running pass share one).
     var passesRun = 0
+    /// The pass running now, to cancel its request in flight.
+    var runningPass: Task<SyncReport, any Error>?
 
     /// How many entries its collections hold (a client that runs for months must not grow with passes).
     var heldCount: Int { waiting.count + inFlight.count + clearing.count }
@@ -103,8 +105,13 @@ extension OutboxClient {
         }
         refreshStatus()
         let result: Result<SyncReport, OutboxError>
+        // The pass runs as a task of its own, which close(), disableNetwork() and clearLocalData cancel:
+        // a request in flight is cancelled (its keys are resent later).
+        let pass = Task { [self] in try await runPass(table: table, automatic: automatic) }
+        syncState.withLock { $0.runningPass = pass }
+        defer { syncState.withLock { $0.runningPass = nil } }
         do {
-            result = .success(try await runPass(table: table, automatic: automatic))
+            result = .success(try await pass.value)
         } catch let error as OutboxError {
             result = .failure(error)
         } catch {
@@ -287,13 +294,15 @@ extension OutboxClient {
 
     var isNetworkDisabled: Bool { syncState.withLock { $0.networkDisabled } }
 
-    /// Switches the library's network access off: nothing is sent until `enableNetwork()`; a running
-    /// pass ends before its next request; `status.network` reads `disabled` when this returns.
+    /// Switches the library's network access off: nothing is sent until `enableNetwork()`; a request
+    /// in flight is cancelled (its writes are sent again later, under the same keys) and the running
+    /// pass ends; `status.network` reads `disabled` when this returns.
     public func disableNetwork() async {
         let changed = syncState.withLock { state -> Bool in
             defer { state.networkDisabled = true }
             state.timer?.cancel()
             state.timer = nil
+            state.runningPass?.cancel()
             return !state.networkDisabled
         }
         refreshStatus()
@@ -342,7 +351,10 @@ extension OutboxClient {
     /// what it sent). Call `sync()` first to send what can be sent. Appends a `localDataCleared` event.
     public func clearLocalData(user: String) async throws {
         try checkOpen()
-        syncState.withLock { _ = $0.clearing.insert(user) }
+        syncState.withLock { state in
+            _ = state.clearing.insert(user)
+            state.runningPass?.cancel()
+        }
         defer { syncState.withLock { _ = $0.clearing.remove(user) } }
         _ = await syncState.withLock({ $0.tail })?.value
         try await log.append { appender in
