@@ -121,6 +121,10 @@ public struct PostgRESTTransport: OutboxTransport {
                 guard index > 0 else { return .failed(failure) }
                 answers += Array(repeating: WriteAnswer(.skipped), count: batch.writes.count - index)
                 return .answered(answers)
+            case .broken(let description):
+                guard index > 0 else { return .contractBroken(description) }
+                answers += Array(repeating: WriteAnswer(.skipped), count: batch.writes.count - index)
+                return .answered(answers)
             }
         }
         return .answered(answers)
@@ -140,6 +144,8 @@ public struct PostgRESTTransport: OutboxTransport {
     private enum Outcome {
         case answer(WriteAnswer)
         case stop(RequestFailure)
+        /// A 2xx answer that breaks the wire contract (R9.4): nothing of it is judged.
+        case broken(String)
     }
 
     private func sendOne(_ write: OutgoingWrite, token: String?) async -> Outcome {
@@ -157,9 +163,16 @@ public struct PostgRESTTransport: OutboxTransport {
         }
         let answer = PostgRESTAnswer(response)
         if (200..<300).contains(response.status) {
-            // An update that matched no row: the row is not there to update.
-            if write.operation == .update, response.header("content-range")?.hasSuffix("/0") == true {
-                return .answer(WriteAnswer(.refused(Refusal(status: 404, code: "row_not_found", reason: "no row has this key"))))
+            if write.operation == .update || write.operation == .delete {
+                // Asked with count=exact: `*/N` (or a range), and N is how many rows it changed.
+                guard let range = response.header("content-range"), let count = Self.exactCount(range) else {
+                    return .broken("a \(response.status) answer to a \(write.operation) without an exact Content-Range")
+                }
+                // An update that matched no row: the row is not there to update.
+                if write.operation == .update, count == 0 {
+                    return .answer(
+                        WriteAnswer(.refused(Refusal(status: 404, code: "row_not_found", reason: "no row has this key"))))
+                }
             }
             return .answer(WriteAnswer(.accepted))
         }
@@ -329,6 +342,16 @@ public struct PostgRESTTransport: OutboxTransport {
 
     private func perform(_ request: HTTPRequest) async throws(HTTPFailure) -> HTTPResponse {
         try await client.send(request, timeout: timeout)
+    }
+
+    /// The total of a `Content-Range` answered to `count=exact`: `*/3`, `0-2/3`; nil for anything else.
+    static func exactCount(_ range: String) -> Int? {
+        let parts = range.trimmingCharacters(in: .whitespaces).split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let total = Int(parts[1]), total >= 0 else { return nil }
+        let span = parts[0]
+        guard span == "*" || span.split(separator: "-").count == 2 && span.split(separator: "-").allSatisfy({ Int($0) != nil })
+        else { return nil }
+        return total
     }
 
     static func requestFailure(_ failure: HTTPFailure) -> RequestFailure {

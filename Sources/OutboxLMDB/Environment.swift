@@ -54,6 +54,8 @@ public final class Environment: @unchecked Sendable {
     /// The environment's folder (or file, for a file that is not named `data.mdb`).
     public let path: String
     public let isReadOnly: Bool
+    /// Whether the environment is a folder (`data.mdb` and `lock.mdb` in it) rather than one file.
+    package let isFolder: Bool
     private let handle: OpaquePointer
     private let registryKey: String
     private let resizeLock = ReadWriteLock()
@@ -72,6 +74,7 @@ public final class Environment: @unchecked Sendable {
         let location = try Self.resolve(path, create: !options.readOnly)
         self.path = location.path
         self.isReadOnly = options.readOnly
+        isFolder = location.isDirectory
         registryKey = location.key
         let inserted = Self.registry.withLock { $0.insert(location.key).inserted }
         guard inserted else { throw LMDBError(.alreadyOpen, path: location.path) }

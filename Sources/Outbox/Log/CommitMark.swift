@@ -23,13 +23,10 @@ internal import Synchronization
 /// Layout (36 bytes): "OBXM"; version 1 and three zero bytes; the log's origin, high and low (8 + 8,
 /// big-endian); the sequence (8, big-endian); a CRC32C of the 32 bytes before it (4, little-endian).
 final class CommitMark: Sendable {
-    /// Where the mark of the environment at `environmentPath` lives.
-    static func path(forEnvironment environmentPath: String) -> String {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: environmentPath, isDirectory: &isDirectory), isDirectory.boolValue {
-            return environmentPath + "/last-commit"
-        }
-        return environmentPath + "-last-commit"
+    /// Where the mark of the environment at `environmentPath` lives (decided by what the environment
+    /// is, not by what is on disk now).
+    static func path(forEnvironment environmentPath: String, isFolder: Bool) -> String {
+        isFolder ? environmentPath + "/last-commit" : environmentPath + "-last-commit"
     }
 
     struct Mark: Equatable {

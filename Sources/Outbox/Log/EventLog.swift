@@ -76,7 +76,7 @@ package final class EventLog: Sendable {
                 return (last, applied, layout, origin)
             }
         }
-        let markPath = CommitMark.path(forEnvironment: environment.path)
+        let markPath = CommitMark.path(forEnvironment: environment.path, isFolder: environment.isFolder)
         if let last, let storedOrigin, let mark = CommitMark.read(at: markPath), mark.origin == storedOrigin,
             mark.sequence > last
         {

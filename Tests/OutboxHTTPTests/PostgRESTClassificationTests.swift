@@ -1,0 +1,140 @@
+import Foundation
+import Outbox
+import OutboxHTTP
+import Testing
+
+/// R9.2–R9.4 with a scripted HTTP client: the request each op makes, and what each answer maps to.
+@Suite struct PostgRESTClassificationTests {
+    static let origin = Origin(high: 1, low: 2)
+
+    static func write(
+        _ id: UInt64, _ operation: Outbox.Operation, table: String = "todos", key: JSONValue = ["id": 1],
+        body: JSONValue = ["title": "Milk"]
+    ) -> OutgoingWrite {
+        OutgoingWrite(
+            id: WriteID(id), origin: origin, idempotencyKey: IdempotencyKey(high: id, low: id), table: table,
+            operation: operation, key: key, body: body)
+    }
+
+    static func transport(_ client: ScriptedHTTPClient) throws -> PostgRESTTransport {
+        try PostgRESTTransport(
+            url: URL(string: "https://abc.supabase.co")!, apiKey: "anon-key", schema: "app", tables: ["todos": ["id"]],
+            pathPrefix: "/rest/v1", headers: ["X-Client-Info": "outbox"], client: client)
+    }
+
+    // R9.2: the request of every op, its headers, and the token only in Authorization.
+    @Test func everyOperationMakesItsRequest() async throws {
+        let client = ScriptedHTTPClient()
+        client.answer(
+            .status(201), .status(200), .status(204, headers: ["Content-Range": "*/1"]),
+            .status(204, headers: ["Content-Range": "*/0"]), .status(204))
+        let transport = try Self.transport(client)
+        let writes = [
+            Self.write(1, .insert), Self.write(2, .upsert), Self.write(3, .update, body: ["done": true]),
+            Self.write(4, .delete, key: ["id": "a b&c+é"], body: [:]),
+            Self.write(5, .custom("complete_list"), body: ["list_id": 7]),
+        ]
+        let answer = await transport.send(OutgoingBatch(writes: writes), accessToken: "TOKEN")
+        #expect(answer == .answered(Array(repeating: WriteAnswer(.accepted), count: 5)))
+        let sent = client.sent
+        #expect(sent.map(\.method) == ["POST", "POST", "PATCH", "DELETE", "POST"])
+        #expect(
+            sent.map(\.url.absoluteString) == [
+                "https://abc.supabase.co/rest/v1/todos", "https://abc.supabase.co/rest/v1/todos?on_conflict=id",
+                "https://abc.supabase.co/rest/v1/todos?id=eq.1", "https://abc.supabase.co/rest/v1/todos?id=eq.a%20b%26c%2B%C3%A9",
+                "https://abc.supabase.co/rest/v1/rpc/complete_list",
+            ])
+        #expect(
+            sent.map { $0.headers["Prefer"] } == [
+                "return=minimal", "resolution=merge-duplicates,return=minimal", "count=exact,return=minimal",
+                "count=exact,return=minimal", nil,
+            ])
+        #expect(
+            sent.map { $0.body.map { String(decoding: $0, as: UTF8.self) } } == [
+                #"{"id":1,"title":"Milk"}"#, #"{"id":1,"title":"Milk"}"#, #"{"done":true}"#, nil, #"{"list_id":7}"#,
+            ])
+        for request in sent {
+            #expect(request.headers["Authorization"] == "Bearer TOKEN" && request.headers["apikey"] == "anon-key")
+            #expect(request.headers["Content-Profile"] == "app" && request.headers["X-Client-Info"] == "outbox")
+            #expect(!request.url.absoluteString.contains("TOKEN"))
+            #expect(request.headers["X-Outbox-Origin"] == Self.origin.description)
+        }
+        #expect(sent.map { $0.headers["X-Outbox-Write"] } == ["1", "2", "3", "4", "5"])
+        #expect(transport.unmadeReason(for: Self.write(6, .insert, table: "legacy")) != nil, "an unknown table is unmade (R4.3)")
+        #expect(transport.unmadeReason(for: Self.write(7, .update, key: ["id": ["nested": 1]])) != nil)
+        #expect(transport.unmadeReason(for: Self.write(8, .update, key: ["uid": 1])) != nil, "not the table's key column")
+    }
+
+    // R9.4, row by row, for a batch of one write.
+    @Test(
+        "R9.4: what each answer is",
+        arguments: [
+            (ScriptedHTTPClient.Answer.error(401, "PGRST303"), "failed 401 PGRST303"),
+            (.error(401, "PGRST301"), "failed 401 PGRST301"), (.error(401, "42501"), "failed 401 42501"),
+            (.error(403, "42501"), "failed 403 42501"), (.error(401, nil), "failed 401 -"),
+            (.error(405, "25006"), "failed 405 25006"), (.error(402, nil), "failed 402 -"), (.error(540, nil), "failed 540 -"),
+            (.error(408, nil), "failed 408 -"), (.error(429, nil, headers: ["Retry-After": "12"]), "failed 429 - after 12"),
+            (.error(503, "PGRST001", headers: ["Retry-After": "0"]), "failed 503 PGRST001 after 0"),
+            (.error(500, "40001"), "failed 500 40001"), (.error(504, "PGRST003"), "failed 504 PGRST003"),
+            (.status(520), "failed 520 -"), (.status(522), "failed 522 -"), (.status(524), "failed 524 -"),
+            (.status(544), "failed 544 -"), (.error(404, "PGRST205"), "refused 404 PGRST205"),
+            (.error(400, "PGRST204"), "refused 400 PGRST204"), (.error(404, "PGRST202"), "refused 404 PGRST202"),
+            (.error(400, "23514"), "refused 400 23514"), (.error(409, "23503"), "refused 409 23503"),
+            (.error(400, "22P02"), "refused 400 22P02"), (.error(400, "P0001"), "refused 400 P0001"),
+            (.error(400, "PGRST102"), "refused 400 PGRST102"), (.error(406, "PGRST116"), "refused 406 PGRST116"),
+            (.status(413, body: "<html>too large</html>"), "refused 413 -"),
+            (.failure(.timeout), "failed timeout"), (.failure(.network), "failed network"),
+        ] as [(ScriptedHTTPClient.Answer, String)])
+    func classification(_ scripted: ScriptedHTTPClient.Answer, _ expected: String) async throws {
+        let client = ScriptedHTTPClient([scripted])
+        let answer = try await Self.transport(client).send(OutgoingBatch(writes: [Self.write(1, .upsert)]), accessToken: nil)
+        #expect(Self.describe(answer) == expected)
+    }
+
+    static func describe(_ answer: RequestAnswer) -> String {
+        switch answer {
+        case .failed(let failure) where failure.kind == .http:
+            return "failed \(failure.status ?? 0) \(failure.code ?? "-")" + (failure.retryAfter.map { " after \($0)" } ?? "")
+        case .failed(let failure): return "failed \(failure.kind.rawValue)"
+        case .answered(let answers):
+            return answers.map { answer in
+                switch answer.verdict {
+                case .refused(let refusal): return "refused \(refusal.status ?? 0) \(refusal.code ?? "-")"
+                default: return "\(answer.verdict)" + (answer.replayed ? " replayed" : "")
+                }
+            }.joined(separator: ", ")
+        case .contractBroken(let description): return "broken: \(description)"
+        }
+    }
+
+    // R9.3: a duplicate insert read back; R9.4: a 2xx that breaks the contract; R4.5: a batch of
+    // inserts as one request, refused whole as a request-level answer.
+    @Test func duplicatesAreReadBackAndBrokenAnswersStop() async throws {
+        let client = ScriptedHTTPClient()
+        let transport = try Self.transport(client)
+        client.answer(.error(409, "23505"), .status(200, body: #"[{"id":1,"title":"Milk","done":false}]"#))
+        #expect(
+            Self.describe(await transport.send(OutgoingBatch(writes: [Self.write(1, .insert)]), accessToken: nil))
+                == "accepted replayed")
+        #expect(client.sent.last?.method == "GET" && client.sent.last?.url.query == "id=eq.1")
+        client.answer(.error(409, "23505"), .status(200, body: #"[{"id":1,"title":"Bread"}]"#))
+        #expect(
+            Self.describe(await transport.send(OutgoingBatch(writes: [Self.write(1, .insert)]), accessToken: nil))
+                == "refused 409 23505")
+        client.answer(.status(204))
+        #expect(
+            Self.describe(await transport.send(OutgoingBatch(writes: [Self.write(1, .update)]), accessToken: nil)).hasPrefix(
+                "broken:"),
+            "an update answered without the count it asked for")
+        let inserts = (1...3).map { Self.write(UInt64($0), .insert, key: ["id": .int(Int64($0))]) }
+        client.answer(.status(201))
+        #expect(
+            await transport.send(OutgoingBatch(writes: inserts), accessToken: nil)
+                == .answered(Array(repeating: WriteAnswer(.accepted), count: 3)))
+        #expect(
+            client.sent.last?.body.map { String(decoding: $0, as: UTF8.self) }
+                == #"[{"id":1,"title":"Milk"},{"id":2,"title":"Milk"},{"id":3,"title":"Milk"}]"#)
+        client.answer(.error(409, "23505"))
+        #expect(Self.describe(await transport.send(OutgoingBatch(writes: inserts), accessToken: nil)) == "failed 409 23505")
+    }
+}
