@@ -11,9 +11,14 @@ struct Run {
 func outbox(_ arguments: String...) throws -> Run { try outbox(arguments) }
 
 func outbox(_ arguments: [String]) throws -> Run {
-    let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("outbox")
+    try run(
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("outbox"), arguments)
+}
+
+/// Runs `executable` with `arguments`; its exit status and output.
+func run(_ executable: URL, _ arguments: [String]) throws -> Run {
     let process = Process()
-    process.executableURL = binary
+    process.executableURL = executable
     process.arguments = arguments
     let out = Pipe()
     let err = Pipe()

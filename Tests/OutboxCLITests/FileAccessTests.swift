@@ -56,20 +56,7 @@ import Testing
 /// Runs the `outbox` binary under `wrapper` (runuser, …).
 func outboxAs(_ wrapper: [String], _ arguments: [String]) throws -> Run {
     let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("outbox")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = wrapper + [binary.path] + arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return Run(
-        status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-        stderr: String(decoding: stderr, as: UTF8.self))
+    return try run(URL(fileURLWithPath: "/usr/bin/env"), wrapper + [binary.path] + arguments)
 }
 
 extension FileAccessTests {

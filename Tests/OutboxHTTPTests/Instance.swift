@@ -38,8 +38,13 @@ struct Instance {
     /// `scripts/instance ARGUMENTS`: its status and what it printed.
     @discardableResult
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        try capture(root.appendingPathComponent("scripts/instance"), arguments)
+    }
+
+    /// Runs `executable`; its status and everything it printed (standard output and error).
+    static func capture(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
-        process.executableURL = root.appendingPathComponent("scripts/instance")
+        process.executableURL = executable
         process.arguments = arguments
         let out = Pipe()
         process.standardOutput = out
@@ -59,17 +64,10 @@ struct Instance {
     /// Runs SQL as the superuser; returns the rows, `|`-separated.
     @discardableResult
     func sql(_ statement: String) throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
-        process.arguments = [databaseURL, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", statement]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 else {
+        let (status, text) = try Self.capture(
+            URL(fileURLWithPath: "/usr/bin/psql"),
+            [databaseURL, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", statement])
+        guard status == 0 else {
             Issue.record("psql failed: \(text)")
             return []
         }

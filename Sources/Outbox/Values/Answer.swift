@@ -80,7 +80,7 @@ public struct WriteAnswer: Hashable, Sendable {
 
 /// A request that got no per-write answers: no connection, or an HTTP status for the whole request.
 public struct RequestFailure: Hashable, Sendable {
-    public enum Kind: String, CaseIterable, Hashable, Sendable {
+    public enum Kind: String, CaseIterable, Hashable, Sendable, StoredCode {
         /// The request never reached the instance, or its response was lost.
         case network
         /// The request timed out.
@@ -98,11 +98,6 @@ public struct RequestFailure: Hashable, Sendable {
             case .device: return 2
             case .http: return 3
             }
-        }
-
-        init?(code: UInt8) {
-            guard let kind = Self.allCases.first(where: { $0.code == code }) else { return nil }
-            self = kind
         }
     }
 

@@ -1,5 +1,5 @@
 /// Why a write is blocked: stopped until something outside the queue changes (R3.3).
-public enum BlockedReason: String, CaseIterable, Hashable, Sendable {
+public enum BlockedReason: String, CaseIterable, Hashable, Sendable, StoredCode {
     /// The instance refused the key; a new access token clears it and the next pass resends by itself.
     case credentialRefused
     /// The key was used for a different request; `release` sends it under a fresh key.
@@ -29,14 +29,23 @@ public enum BlockedReason: String, CaseIterable, Hashable, Sendable {
         }
     }
 
-    init?(code: UInt8) {
-        guard let reason = Self.allCases.first(where: { $0.code == code }) else { return nil }
-        self = reason
-    }
-
     static func decode(from reader: inout ByteReader) throws -> BlockedReason {
         let code = try reader.byte()
         guard let reason = BlockedReason(code: code) else { throw DecodeFailure("unknown blocked reason \(code)") }
         return reason
+    }
+}
+
+/// An enum the log stores as an explicit one-byte code, fixed per case whatever the order of the
+/// cases (Specs/log-format.md, "Stored codes").
+protocol StoredCode: CaseIterable {
+    var code: UInt8 { get }
+}
+
+extension StoredCode {
+    /// The case stored as `code`; nil for a code no case has (damage, or a newer build's case).
+    init?(code: UInt8) {
+        guard let found = Self.allCases.first(where: { $0.code == code }) else { return nil }
+        self = found
     }
 }

@@ -2,7 +2,7 @@
 /// message or a token.
 public struct PassFailure: Hashable, Sendable {
     /// The kinds of failure that stop a pass.
-    public enum Kind: String, CaseIterable, Hashable, Sendable {
+    public enum Kind: String, CaseIterable, Hashable, Sendable, StoredCode {
         /// No connection, a timeout, a failure on the device.
         case network
         /// An HTTP status that may pass (401, 408, 429, 5xx, 42501).
@@ -26,11 +26,6 @@ public struct PassFailure: Hashable, Sendable {
             case .identityChanged: return 4
             case .noToken: return 5
             }
-        }
-
-        init?(code: UInt8) {
-            guard let kind = Self.allCases.first(where: { $0.code == code }) else { return nil }
-            self = kind
         }
     }
 
