@@ -77,3 +77,32 @@ import Testing
         }
     }
 }
+
+/// A transport that accepts everything and keeps the batches it was sent.
+final class CapturingTransport: OutboxTransport {
+    let batches = Mutex<[OutgoingBatch]>([])
+    func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        batches.withLock { $0.append(batch) }
+        return .answered(batch.writes.map { _ in WriteAnswer(.accepted) })
+    }
+    func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? { nil }
+}
+
+@Suite struct OutgoingWriteTests {
+    // The boundary carries what a real transport needs: the write's user and when it was queued.
+    @Test func aWriteGoesOutWithItsUserAndItsTime() async throws {
+        try await withTemporaryLog { path in
+            let clock = ManualClock()
+            let transport = CapturingTransport()
+            let client = try await openClient(path, configuration: testConfiguration(clock: clock), transport: transport)
+            let queuedAt = clock.now()
+            try await client.enqueue(todo(1))
+            clock.advance(seconds: 90)
+            try await client.sync()
+            let sent = try #require(transport.batches.withLock { $0.first?.writes.first })
+            #expect(sent.user == "alice" && sent.createdAt == queuedAt)
+            let failure: any Error = RequestFailure(kind: .network)
+            #expect(failure is RequestFailure)
+        }
+    }
+}

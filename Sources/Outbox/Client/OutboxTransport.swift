@@ -35,11 +35,18 @@ public struct OutgoingWrite: Hashable, Sendable {
     public var baseVersion: Int64?
     /// Every write it must follow (`dependsOn` and same-row writes), whether or not in this batch.
     public var dependsOn: [WriteID]
+    /// The user who made it (the request carries that user's token).
+    public var user: String
+    /// When it was queued.
+    public var createdAt: Timestamp
 
     public init(
         id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, table: String, operation: Operation, key: JSONValue,
-        body: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = []
+        body: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = [], user: String = "",
+        createdAt: Timestamp = Timestamp(milliseconds: 0)
     ) {
+        self.user = user
+        self.createdAt = createdAt
         self.id = id
         self.origin = origin
         self.idempotencyKey = idempotencyKey

@@ -177,19 +177,24 @@ struct Pass: Sendable {
         for id in ids {
             guard let entry = try reader.entry(id), entry.state.isSendable else { continue }
             let queued: WriteQueued
+            let createdAt: Timestamp
             do {
-                guard case .writeQueued(let found)? = try reader.record(entry.queuedSequence)?.event, found.id == id else {
+                guard let recorded = try reader.record(entry.queuedSequence), case .writeQueued(let found) = recorded.event,
+                    found.id == id
+                else {
                     unmade.append((id, "its queued event is missing"))
                     continue
                 }
                 queued = found
+                createdAt = recorded.at
             } catch {
                 unmade.append((id, "the stored write no longer decodes"))
                 continue
             }
             let write = OutgoingWrite(
                 id: id, origin: origin, idempotencyKey: entry.idempotencyKey, table: queued.table, operation: queued.operation,
-                key: queued.key, body: queued.body, baseVersion: queued.baseVersion, dependsOn: queued.dependencies)
+                key: queued.key, body: queued.body, baseVersion: queued.baseVersion, dependsOn: queued.dependencies,
+                user: queued.user, createdAt: createdAt)
             if let reason = transport.unmadeReason(for: write) {
                 unmade.append((id, reason))
             } else {

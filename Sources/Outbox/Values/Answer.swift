@@ -79,7 +79,8 @@ public struct WriteAnswer: Hashable, Sendable {
 }
 
 /// A request that got no per-write answers: no connection, or an HTTP status for the whole request.
-public struct RequestFailure: Hashable, Sendable {
+/// An `Error`, so a transport's own code can throw it.
+public struct RequestFailure: Error, Hashable, Sendable {
     public enum Kind: String, CaseIterable, Hashable, Sendable, StoredCode {
         /// The request never reached the instance, or its response was lost.
         case network
