@@ -225,3 +225,14 @@ extension AtomicGroupCostTests {
         #expect(RowKey.of(user: "a", table: "t", key: long).count == 17, "hashed")
     }
 }
+
+extension LimitTests {
+    // The size enqueue checks is the rendered text's, counted without rendering it.
+    @Test func theRenderedLengthIsTheRenderedTextsLength() {
+        let values: [JSONValue] = [
+            .null, true, false, 0, -1, 9, 10, -10, .int(Int64.max), .int(Int64.min), 0.5, -2500.0, 1e300, 1e-7, .double(.nan), "",
+            "a\"b\\c\nd\re\tf\u{1}g\u{1F}é😀", [], [1, "x", [nil, ["k": 2]]], [:], ["b": [1, 2], "a": "x", "é": ["": nil]],
+        ]
+        for value in values { #expect(JSONText.renderedLength(value) == JSONText.render(value).utf8.count, "\(value)") }
+    }
+}

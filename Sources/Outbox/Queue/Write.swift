@@ -75,7 +75,7 @@ public struct Write: Hashable, Sendable {
         guard dependsOn.count <= Self.maxDependencies else {
             throw OutboxError.invalid("dependsOn names \(dependsOn.count) writes; a write names at most \(Self.maxDependencies)")
         }
-        let size = JSONText.render(key).utf8.count + JSONText.render(body).utf8.count
+        let size = JSONText.renderedLength(key) + JSONText.renderedLength(body)
         guard size <= Self.maxJSONBytes else {
             throw OutboxError.invalid(
                 "the key and body are \(size) bytes of JSON; a write holds at most \(Self.maxJSONBytes) (8 MiB)")

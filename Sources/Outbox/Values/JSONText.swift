@@ -62,6 +62,48 @@ public enum JSONText {
         }
     }
 
+    /// The length in UTF-8 bytes of `render(value)`, counted without rendering it (enqueue checks every
+    /// write against `Write.maxJSONBytes`; rendering each would cost a string per write).
+    public static func renderedLength(_ value: JSONValue) -> Int {
+        switch value {
+        case .null: return 4
+        case .bool(let value): return value ? 4 : 5
+        case .int(let value): return digits(value)
+        case .double(let value):
+            var out = ""
+            write(.double(value), to: &out)
+            return out.utf8.count
+        case .string(let value): return quotedLength(value)
+        case .array(let values): return 2 + max(0, values.count - 1) + values.reduce(0) { $0 + renderedLength($1) }
+        case .object(let members):
+            return 2 + max(0, members.count - 1) + members.reduce(0) { $0 + quotedLength($1.key) + 1 + renderedLength($1.value) }
+        }
+    }
+
+    /// The decimal digits of `value`, with its sign.
+    private static func digits(_ value: Int64) -> Int {
+        var count = value < 0 ? 2 : 1
+        var rest = value.magnitude / 10
+        while rest > 0 {
+            count += 1
+            rest /= 10
+        }
+        return count
+    }
+
+    /// The length of `quote(value)`.
+    private static func quotedLength(_ value: String) -> Int {
+        var count = 2
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"", "\\", "\n", "\r", "\t": count += 2
+            case _ where scalar.value < 0x20: count += 6
+            default: count += UTF8.width(scalar)
+            }
+        }
+        return count
+    }
+
     /// A JSON string literal for `value`.
     public static func quote(_ value: String, to out: inout String) {
         out += "\""
