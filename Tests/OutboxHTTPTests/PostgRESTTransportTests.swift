@@ -293,3 +293,59 @@ extension PostgRESTTransportTests {
         }
     }
 }
+
+extension PostgRESTTransportTests {
+    // R9.4 (PGRST205): a table the server does not know yet keeps its writes pending, counted apart;
+    // once the table exists they go.
+    @Test func aTableCreatedLaterIsWaitedFor() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let transport = try PostgRESTTransport(url: instance.url, apiKey: instance.apiKey, timeout: 20)
+                var configuration = OutboxConfiguration(autoSync: false)
+                configuration.clock = ManualClock()
+                let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.enqueue(.insert(into: "notes", key: ["id": 1], body: ["text": "hello"]))
+                let early = try await client.sync()
+                #expect(early.stoppedBy == PassFailure(kind: .schemaCache, status: 404, code: "PGRST205"))
+                let waiting = try #require(try await client.queue.all().first)
+                #expect(waiting.state == .pending && waiting.refusals == 0 && waiting.schemaRefusals == 1)
+                try instance.sql(
+                    "create table notes (id bigint primary key, text text not null); grant select, insert on notes to authenticated"
+                )
+                let later = try await client.sync()
+                #expect(later.syncedCount == 1)
+                #expect(try instance.sql("select text from notes") == ["hello"])
+                client.close()
+            }
+        }
+    }
+
+    // Issue 15: the stand-in stopped in the middle of a pass (a request in flight) and started again:
+    // the pass stops on the lost connection, and the next sends what is left, each write once.
+    @Test func aServerStoppedInTheMiddleOfAPassLosesNothing() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance, batchSize: 1)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                for id in 1...5 {
+                    try await client.enqueue(
+                        .insert(into: "todos", key: ["id": .int(Int64(id))], body: ["title": .string("t\(id)")]))
+                }
+                try await instance.fault([[:], [:], ["latency": 30]])
+                let started = Date()
+                let pass = Task { try await client.sync() }
+                // Wait (at most 30 s) until the third request is in flight, then stop the server under it.
+                while try await instance.requests().count < 3, Date().timeIntervalSince(started) < 30 { await Task.yield() }
+                #expect(try Instance.run(["stop-standin", instance.folder]).status == 0)
+                let stopped = try await pass.value
+                #expect(stopped.syncedCount == 2 && stopped.stoppedBy?.kind == .network)
+                #expect(try Instance.run(["start-standin", instance.folder]).status == 0)
+                let rest = try await client.sync()
+                #expect(rest.syncedCount == 3)
+                #expect(try instance.sql("select row_id from applied order by seq") == ["1", "2", "3", "4", "5"])
+                client.close()
+            }
+        }
+    }
+}
