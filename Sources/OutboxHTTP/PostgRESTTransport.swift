@@ -92,6 +92,13 @@ public struct PostgRESTTransport: OutboxTransport {
         return nil
     }
 
+    /// A group goes as one request (one transaction) only when it is inserts into one table with the
+    /// same columns; any other needs the contract transport (R9.3).
+    public func unmadeReason(forGroup group: OutgoingBatch) -> String? {
+        group.writes.count < 2 || combinedInsert(group) != nil
+            ? nil : "an atomic group across tables, or of other operations than inserts, needs the contract transport"
+    }
+
     public func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
         if let combined = combinedInsert(batch) { return await sendCombined(combined, batch: batch, token: accessToken) }
         if batch.isAtomic && batch.writes.count > 1 {

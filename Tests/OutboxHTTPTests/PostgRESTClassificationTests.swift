@@ -138,3 +138,41 @@ import Testing
         #expect(Self.describe(await transport.send(OutgoingBatch(writes: inserts), accessToken: nil)) == "failed 409 23505")
     }
 }
+
+extension PostgRESTClassificationTests {
+    // R9.3, R4.3: an atomic group that cannot be one PostgREST request is unmade, whole and for good;
+    // one that can goes as one request.
+    @Test func anAtomicGroupAcrossTablesIsUnmade() async throws {
+        let client = ScriptedHTTPClient()
+        let transport = try PostgRESTTransport(
+            url: URL(string: "https://abc.supabase.co")!, tables: ["todos": ["id"], "lists": ["id"]], client: client)
+        try await withTemporaryLog { path in
+            var configuration = OutboxConfiguration(autoSync: false)
+            configuration.clock = ManualClock()
+            let outbox = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+            try await outbox.settleSession(user: "alice", accessToken: nil)
+            _ = try await outbox.enqueue(
+                contentsOf: [
+                    .insert(into: "lists", key: ["id": 7], body: ["name": "L"]),
+                    .insert(into: "todos", key: ["id": 1], body: ["title": "T"]),
+                ],
+                atomic: true)
+            let report = try await outbox.sync()
+            #expect(client.sent.isEmpty, "nothing sent")
+            #expect(report.rejected.count == 2)
+            for write in try await outbox.queue.all() {
+                let refusal = try #require(write.state.refusal)
+                #expect(refusal.isFinal && refusal.reason?.contains("contract transport") == true)
+            }
+            _ = try await outbox.enqueue(
+                contentsOf: [
+                    .insert(into: "todos", key: ["id": 2], body: ["title": "A"]),
+                    .insert(into: "todos", key: ["id": 3], body: ["title": "B"]),
+                ],
+                atomic: true)
+            let together = try await outbox.sync()
+            #expect(together.syncedCount == 2 && client.sent.count == 1, "one request for the group")
+            outbox.close()
+        }
+    }
+}

@@ -13,6 +13,10 @@ public protocol OutboxTransport: Sendable {
     /// table or operation, a body over the size limit), or nil when it can (R4.3 "unmade").
     func unmadeReason(for write: OutgoingWrite) -> String?
 
+    /// Why this atomic group cannot be made into one request that is applied all or none (R4.5), or
+    /// nil when it can. Every write of such a group is refused unmade.
+    func unmadeReason(forGroup group: OutgoingBatch) -> String?
+
     /// The row the instance holds for (`table`, `key`), or `nil` when it holds none (a successful read).
     /// Throws when the read fails; the caller then changes nothing.
     func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue?
@@ -20,6 +24,7 @@ public protocol OutboxTransport: Sendable {
 
 extension OutboxTransport {
     public func unmadeReason(for write: OutgoingWrite) -> String? { nil }
+    public func unmadeReason(forGroup group: OutgoingBatch) -> String? { nil }
 }
 
 /// One write as the instance receives it.

@@ -132,7 +132,14 @@ struct Pass: Sendable {
             } else {
                 batch = Planner.Batch(writes: try planner.stillReady(progress.halves.removeFirst(), appender.reader))
             }
-            let (outgoing, unmade) = try requests(for: batch.writes, appender.reader)
+            var (outgoing, unmade) = try requests(for: batch.writes, appender.reader)
+            // A group the transport cannot send as one all-or-none request is unmade whole (R4.3, R4.5).
+            if batch.isAtomic, unmade.isEmpty, outgoing.count > 1,
+                let reason = transport.unmadeReason(forGroup: OutgoingBatch(writes: outgoing, isAtomic: true))
+            {
+                unmade = outgoing.map { ($0.id, reason) }
+                outgoing = []
+            }
             if outgoing.isEmpty && unmade.isEmpty { continue }
             let passId = try progress.passId ?? start(&appender)
             progress.passId = passId
