@@ -351,9 +351,11 @@ extension OutboxClient {
     /// what it sent). Call `sync()` first to send what can be sent. Appends a `localDataCleared` event.
     public func clearLocalData(user: String) async throws {
         try checkOpen()
+        let passesForUser = currentUser == user
         syncState.withLock { state in
             _ = state.clearing.insert(user)
-            state.runningPass?.cancel()
+            // The running pass is the session user's: cancel its request only when that user is cleared.
+            if passesForUser { state.runningPass?.cancel() }
         }
         defer { syncState.withLock { _ = $0.clearing.remove(user) } }
         _ = await syncState.withLock({ $0.tail })?.value
