@@ -355,7 +355,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     ("%s.%s" % (schema, table),))
         return [row[0] for row in cur.fetchall()]
 
-    def filters(self, cur, schema, table, query, types):
+    def where(self, table, query, types):
+        """The `where` of the request's `col=eq.value` filters (empty without any)."""
         clauses = []
         for name, value in query:
             if name in ("select", "columns", "on_conflict", "order", "limit", "offset"):
@@ -365,12 +366,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if not value.startswith("eq."):
                 raise Refused(400, "PGRST100", "\"failed to parse filter (%s)\" (line 1, column 1)" % value)
             clauses.append(sql.SQL("{} = {}::{}").format(sql.Identifier(name), sql.Literal(value[3:]), sql.SQL(types[name])))
-        return clauses
+        return sql.SQL(" where ") + sql.SQL(" and ").join(clauses) if clauses else sql.SQL("")
+
+    @staticmethod
+    def known_columns(names, types, table):
+        """PGRST204 for a payload key that is not a column."""
+        for name in names:
+            if name not in types:
+                raise Refused(400, "PGRST204", "Could not find the '%s' column of '%s' in the schema cache" % (name, table))
 
     def select(self, cur, schema, table, query, body, prefer):
         types = self.columns(cur, schema, table)
-        clauses = self.filters(cur, schema, table, query, types)
-        where = sql.SQL(" where ") + sql.SQL(" and ").join(clauses) if clauses else sql.SQL("")
+        where = self.where(table, query, types)
         cur.execute(sql.SQL("select coalesce(json_agg(t), '[]') from (select * from {}.{}{}) t").format(
             sql.Identifier(schema), sql.Identifier(table), where))
         return 200, cur.fetchone()[0], {"Content-Range": "*/*"}
@@ -393,9 +400,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         types = self.columns(cur, schema, table)
         rows = self.payload(body)
         names = list(rows[0])
-        for name in names:
-            if name not in types:
-                raise Refused(400, "PGRST204", "Could not find the '%s' column of '%s' in the schema cache" % (name, table))
+        self.known_columns(names, types, table)
         resolution = prefer.get("resolution")
         conflict = sql.SQL("")
         if resolution in ("merge-duplicates", "ignore-duplicates"):
@@ -428,14 +433,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if len(rows) != 1:
             raise Refused(400, "PGRST102", "Empty or invalid json")
         names = list(rows[0])
-        for name in names:
-            if name not in types:
-                raise Refused(400, "PGRST204", "Could not find the '%s' column of '%s' in the schema cache" % (name, table))
-        clauses = self.filters(cur, schema, table, query, types)
+        self.known_columns(names, types, table)
+        where = self.where(table, query, types)
         if not names:
             return 204, None, {"Content-Range": "*/*"}
         record = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(types[n])) for n in names)
-        where = sql.SQL(" where ") + sql.SQL(" and ").join(clauses) if clauses else sql.SQL("")
         statement = sql.SQL("with pgrst_source as (update {}.{} set {} from (select * from json_to_record(%s::json) as _({})) b{}"
                             " returning 1) select count(*) from pgrst_source").format(
             sql.Identifier(schema), sql.Identifier(table),
@@ -445,8 +447,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def delete(self, cur, schema, table, query, body, prefer):
         types = self.columns(cur, schema, table)
-        clauses = self.filters(cur, schema, table, query, types)
-        where = sql.SQL(" where ") + sql.SQL(" and ").join(clauses) if clauses else sql.SQL("")
+        where = self.where(table, query, types)
         cur.execute(sql.SQL("with pgrst_source as (delete from {}.{}{} returning 1) select count(*) from pgrst_source").format(
             sql.Identifier(schema), sql.Identifier(table), where))
         count = cur.fetchone()[0]

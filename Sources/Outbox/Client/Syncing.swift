@@ -127,25 +127,17 @@ extension OutboxClient {
         try checkOpen()
         guard let transport, let user = try? owner() else { return SyncReport() }
         if syncState.withLock({ $0.networkDisabled }) || !canSend {
-            var report = SyncReport()
-            report.remainingCount = try log.read { try $0.counters(user: user).pending }
-            return report
+            return try unsentReport(user: user, stoppedBy: nil)
         }
         var token = accessToken
         if let tokenProvider {
             // R7.5: the provider's token, asked now; none (or a provider that fails) skips the pass.
             guard let provided = try? await tokenProvider(), !provided.isEmpty else {
-                var report = SyncReport()
-                report.stoppedBy = PassFailure(kind: .noToken)
-                report.remainingCount = try log.read { try $0.counters(user: user).pending }
-                return report
+                return try unsentReport(user: user, stoppedBy: PassFailure(kind: .noToken))
             }
             // P7: a token of another user never carries this user's writes.
             if let subject = AccessToken.subject(of: provided), subject != user {
-                var report = SyncReport()
-                report.stoppedBy = PassFailure(kind: .identityChanged)
-                report.remainingCount = try log.read { try $0.counters(user: user).pending }
-                return report
+                return try unsentReport(user: user, stoppedBy: PassFailure(kind: .identityChanged))
             }
             token = provided
         }
@@ -173,6 +165,14 @@ extension OutboxClient {
         // A latched session's pass sends nothing and so leaves no passEnded in the log to tell the
         // events stream; it is told here (R7.2, R7.3).
         if let stopped = report.stoppedBy, stopped.kind == .identityChanged { eventStream.send(.passStopped(stopped)) }
+        return report
+    }
+
+    /// The report of a pass that sent nothing: why, if anything stopped it, and what is still pending.
+    private func unsentReport(user: String, stoppedBy: PassFailure?) throws -> SyncReport {
+        var report = SyncReport()
+        report.stoppedBy = stoppedBy
+        report.remainingCount = try log.read { try $0.counters(user: user).pending }
         return report
     }
 
