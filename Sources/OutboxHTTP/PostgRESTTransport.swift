@@ -123,15 +123,16 @@ public struct PostgRESTTransport: OutboxTransport {
                 if answer.verdict.isApplied { applied.insert(write.id) }
                 answers.append(answer)
             case .stop(let failure):
-                // A failure that may pass: the first write's stops the pass with it; after others were
-                // applied, the rest is left unsent (pending, uncharged) and the next pass meets it.
+                // A failure that may pass: the first write's is the whole request's; after others were
+                // answered, this write and the rest are not sent (pending, uncharged, resent later).
                 guard index > 0 else { return .failed(failure) }
-                answers += Array(repeating: WriteAnswer(.skipped), count: batch.writes.count - index)
-                return .answered(answers)
+                let unsent = batch.writes.count - index - 1
+                return .answered(
+                    answers + [WriteAnswer(.notSent(failure))] + Array(repeating: WriteAnswer(.notSent(nil)), count: unsent))
             case .broken(let description):
-                guard index > 0 else { return .contractBroken(description) }
-                answers += Array(repeating: WriteAnswer(.skipped), count: batch.writes.count - index)
-                return .answered(answers)
+                // Loudly, whole: every write of the request is resent once the server keeps the contract
+                // (inserts are read back, updates and deletes filtered by the key apply once).
+                return .contractBroken(description)
             }
         }
         return .answered(answers)
@@ -212,28 +213,31 @@ public struct PostgRESTTransport: OutboxTransport {
 
     // MARK: - Combined inserts
 
-    /// The batch as one multi-row insert, when every write of it is an insert into one table with the
-    /// same columns (one statement: all or none).
-    private func combinedInsert(_ batch: OutgoingBatch) -> [JSONValue]? {
+    /// The batch as one multi-row insert (a JSON array of the rows' bytes), when every write of it is an
+    /// insert into one table with the same columns (one statement: all or none).
+    private func combinedInsert(_ batch: OutgoingBatch) -> Data? {
         guard batch.writes.count > 1, let first = batch.writes.first else { return nil }
-        var rows: [JSONValue] = []
+        var body = Data("[".utf8)
         var columns: Set<String>?
-        for write in batch.writes {
-            guard write.operation == .insert, write.table == first.table, case .object(let row) = Self.row(of: write) else {
-                return nil
-            }
-            if let columns, columns != Set(row.keys) { return nil }
-            columns = Set(row.keys)
-            rows.append(.object(row))
+        for (index, write) in batch.writes.enumerated() {
+            guard write.operation == .insert, write.table == first.table, case .object(let key) = write.key,
+                case .object(let fields) = write.body
+            else { return nil }
+            let names = Set(key.keys).union(fields.keys)
+            if let columns, columns != names { return nil }
+            columns = names
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(contentsOf: Self.rowJSON(of: write))
         }
-        return rows
+        body.append(UInt8(ascii: "]"))
+        return body
     }
 
-    private func sendCombined(_ rows: [JSONValue], batch: OutgoingBatch, token: String?) async -> RequestAnswer {
+    private func sendCombined(_ body: Data, batch: OutgoingBatch, token: String?) async -> RequestAnswer {
         let writes = batch.writes
         var request = HTTPRequest(
             method: "POST", url: (try? endpoint(writes[0].table)) ?? url, headers: headers(token: token, writes: writes),
-            body: Data(JSONText.render(.array(rows)).utf8))
+            body: body)
         request.headers["Prefer"] = "return=minimal"
         let response: HTTPResponse
         do {
@@ -249,6 +253,20 @@ public struct PostgRESTTransport: OutboxTransport {
 
     // MARK: - Requests
 
+    /// The row a write makes as JSON bytes: the key's members and the body's, as queued. Only when the
+    /// body names a key column too (the key wins) is the merged row rendered anew.
+    static func rowJSON(of write: OutgoingWrite) -> [UInt8] {
+        guard case .object(let body) = write.body, case .object(let key) = write.key else { return write.bodyJSON }
+        if key.keys.contains(where: { body[$0] != nil }) { return Array(JSONText.render(row(of: write)).utf8) }
+        // `{k…}` and `{b…}` make `{k…,b…}`: both are canonical objects with no member in common.
+        if body.isEmpty { return write.keyJSON }
+        if key.isEmpty { return write.bodyJSON }
+        var bytes = write.keyJSON
+        bytes[bytes.count - 1] = UInt8(ascii: ",")
+        bytes += write.bodyJSON.dropFirst()
+        return bytes
+    }
+
     /// The row a write makes: its key merged with its body.
     static func row(of write: OutgoingWrite) -> JSONValue {
         guard case .object(var row) = write.body else { return write.body }
@@ -258,7 +276,7 @@ public struct PostgRESTTransport: OutboxTransport {
 
     func request(for write: OutgoingWrite, token: String?) throws -> HTTPRequest {
         var headers = headers(token: token, writes: [write])
-        let body = Data(JSONText.render(Self.row(of: write)).utf8)
+        let body = Data(Self.rowJSON(of: write))
         switch write.operation {
         case .insert:
             headers["Prefer"] = "return=minimal"
@@ -273,14 +291,14 @@ public struct PostgRESTTransport: OutboxTransport {
             headers["Prefer"] = "count=exact,return=minimal"
             return HTTPRequest(
                 method: "PATCH", url: try endpoint(write.table, filters: write.key), headers: headers,
-                body: Data(JSONText.render(write.body).utf8))
+                body: Data(write.bodyJSON))
         case .delete:
             headers["Prefer"] = "count=exact,return=minimal"
             return HTTPRequest(method: "DELETE", url: try endpoint(write.table, filters: write.key), headers: headers)
         case .custom(let name):
             // The function's arguments are the body alone (its key names the row for ordering).
             return HTTPRequest(
-                method: "POST", url: try endpoint("rpc/" + name), headers: headers, body: Data(JSONText.render(write.body).utf8))
+                method: "POST", url: try endpoint("rpc/" + name), headers: headers, body: Data(write.bodyJSON))
         }
     }
 

@@ -58,6 +58,9 @@ final class FaultyTransport: OutboxTransport {
     struct State {
         var rng: SplitMix
         var rates: FaultRates
+        /// Draws for a transport that stops in the middle of a batch (writes not sent), a stream apart
+        /// from `rng` so adding it moved no other fault of any seed.
+        var stops: SplitMix
         var faultsOn = true
         /// Owner of every write the simulator enqueued, by id.
         var owners: [WriteID: String] = [:]
@@ -83,7 +86,7 @@ final class FaultyTransport: OutboxTransport {
     let clock: ManualClock
 
     init(rng: SplitMix, rates: FaultRates, clock: ManualClock) {
-        state = Mutex(State(rng: rng, rates: rates))
+        state = Mutex(State(rng: rng, rates: rates, stops: SplitMix(state: rng.state ^ 0x6E6F_7453_656E_7421)))
         self.clock = clock
     }
 
@@ -232,6 +235,17 @@ extension FaultyTransport.State {
             }
         }
         if rng.chance(rates.lost) { script = [.lostResponse] }
+        // A transport that sends a request per write may stop after some were answered: the write whose
+        // request failed and the rest are not sent (a stream of draws of its own, so as to move no
+        // other fault of any seed).
+        if !batch.isAtomic, script.count == batch.writes.count, script.count > 1,
+            let index = (1..<script.count).first(where: { _ in stops.chance(0.01) })
+        {
+            let failure =
+                stops.chance(0.5)
+                ? RequestFailure(kind: .timeout) : RequestFailure(kind: .http, status: 503, code: "PGRST001", retryAfter: "0")
+            script[index] = .verdict(.notSent(failure))
+        }
         plan.kind = .forward(script: script, duplicate: rng.chance(rates.duplicated))
         return plan
     }

@@ -140,6 +140,59 @@ import Testing
 }
 
 extension PostgRESTClassificationTests {
+    // R9.1: a payload goes out as the canonical JSON bytes of the write as queued (the row: the key's
+    // members, then the body's), the same bytes on every send.
+    @Test func payloadsGoOutAsTheQueuedBytes() async throws {
+        let client = ScriptedHTTPClient()
+        let transport = try Self.transport(client)
+        let body: JSONValue = [
+            "title": "Lait \u{e9} \u{1}\"", "x": 0.1, "big": 9_007_199_254_740_993, "tags": ["b", nil, false], "n": -0.0,
+        ]
+        let write = Self.write(1, .insert, body: body)
+        #expect(write.bodyJSON == Array(JSONText.render(body).utf8) && write.keyJSON == Array(#"{"id":1}"#.utf8))
+        _ = await transport.send(OutgoingBatch(writes: [write]), accessToken: nil)
+        _ = await transport.send(OutgoingBatch(writes: [write]), accessToken: nil)
+        let sent = client.sent.compactMap(\.body).map { Array($0) }
+        let row = Array(
+            #"{"id":1,"big":9007199254740993,"n":0.0,"tags":["b",null,false],"title":"Lait \#u{e9} \u0001\"","x":0.1}"#.utf8)
+        #expect(sent == [row, row])
+        guard case .object(var merged) = body else { return }
+        merged["id"] = 1
+        #expect(try JSONText.parse(String(decoding: row, as: UTF8.self)) == .object(merged))
+        // A body that names a key column too: the key's value wins, and the row is one object.
+        let both = Self.write(2, .upsert, body: ["id": 9, "title": "Milk"])
+        _ = await transport.send(OutgoingBatch(writes: [both]), accessToken: nil)
+        #expect(client.sent.last?.body.map { String(decoding: $0, as: UTF8.self) } == #"{"id":1,"title":"Milk"}"#)
+    }
+
+    // R4.4, R9.4: a failure that may pass, after earlier writes of the batch were answered, leaves the
+    // write whose request failed and every later one not sent; none of them is tried.
+    @Test func aStoppedRequestLeavesTheRestNotSent() async throws {
+        let client = ScriptedHTTPClient()
+        let transport = try Self.transport(client)
+        let updates = (1...4).map { Self.write(UInt64($0), .update, key: ["id": .int(Int64($0))]) }
+        client.answer(.status(204, headers: ["Content-Range": "*/1"]), .error(503, "PGRST001", headers: ["Retry-After": "0"]))
+        let answer = await transport.send(OutgoingBatch(writes: updates), accessToken: nil)
+        let failure = RequestFailure(kind: .http, status: 503, code: "PGRST001", retryAfter: "0", text: "server text")
+        #expect(
+            answer
+                == .answered([
+                    WriteAnswer(.accepted), WriteAnswer(.notSent(failure)), WriteAnswer(.notSent(nil)),
+                    WriteAnswer(.notSent(nil)),
+                ]))
+        #expect(client.sent.count == 2, "the writes after the failure are not sent")
+        client.answer(.status(204, headers: ["Content-Range": "*/1"]), .failure(.timeout))
+        #expect(
+            await transport.send(OutgoingBatch(writes: updates), accessToken: nil)
+                == .answered([
+                    WriteAnswer(.accepted), WriteAnswer(.notSent(RequestFailure(kind: .timeout))), WriteAnswer(.notSent(nil)),
+                    WriteAnswer(.notSent(nil)),
+                ]))
+        // A broken answer after others were answered: the whole request is the broken contract, loudly.
+        client.answer(.status(204, headers: ["Content-Range": "*/1"]), .status(204))
+        #expect(Self.describe(await transport.send(OutgoingBatch(writes: updates), accessToken: nil)).hasPrefix("broken:"))
+    }
+
     // R9.3, R4.3: an atomic group that cannot be one PostgREST request is unmade, whole and for good;
     // one that can goes as one request.
     @Test func anAtomicGroupAcrossTablesIsUnmade() async throws {

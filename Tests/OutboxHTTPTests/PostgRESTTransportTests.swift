@@ -349,3 +349,63 @@ extension PostgRESTTransportTests {
         }
     }
 }
+
+extension PostgRESTTransportTests {
+    // R4.4, R9.4: a batch the transport stopped after its first write: that write applied once, the
+    // rest not sent, pending and uncharged, and sent by the next pass. Then the environmental rows of
+    // R9.4 from PostgreSQL itself: row-level security refusing another user's row (42501) and a
+    // read-only database (25006) stop the pass and charge nothing.
+    @Test func aStoppedBatchAndEnvironmentalRefusalsChargeNothing() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
+                for id in 1...2 {
+                    try await client.enqueue(
+                        .insert(into: "todos", key: ["id": .int(Int64(id))], body: ["title": "Milk", "list_id": 7]))
+                }
+                #expect(try await client.sync().syncedCount == 3)
+                try await client.enqueue(.update("todos", key: ["id": 1], set: ["done": true]))
+                try await client.enqueue(.update("todos", key: ["id": 2], set: ["done": true]))
+                try await client.enqueue(.update("lists", key: ["id": 7], set: ["name": "Food"]))
+                try await instance.fault([[:], ["status": 503, "code": "PGRST001", "retryAfter": "0"]])
+                let before = try await instance.requests().count
+                let stopped = try await client.sync()
+                #expect(stopped.verdicts.map(\.kind) == [.accepted, .notSent, .notSent], "\(stopped.verdicts)")
+                #expect(stopped.stoppedBy?.status == 503 && stopped.stoppedBy?.code == "PGRST001")
+                #expect(try await instance.requests().count - before == 2, "the third write was never sent")
+                #expect(try instance.sql("select id, done from todos order by id") == ["1|t", "2|f"])
+                #expect(try await client.queue.all().allSatisfy { $0.refusals == 0 })
+                let healed = try await client.sync()
+                #expect(healed.syncedCount == 2 && healed.stoppedBy == nil)
+                #expect(try instance.sql("select id, done from todos order by id") == ["1|t", "2|t"])
+                #expect(try instance.sql("select name from lists") == ["Food"])
+
+                // bob's token cannot make a row that claims to be alice's: row-level security (42501).
+                try await client.settleSession(user: "bob", accessToken: try instance.token("bob"))
+                let claim = try await client.enqueue(
+                    .insert(into: "todos", key: ["id": 3], body: ["title": "Mine now", "owner": "alice"]))
+                let refused = try await client.sync()
+                #expect(refused.stoppedBy == PassFailure(kind: .http, status: 403, code: "42501"), "\(refused)")
+                let claimed = try await client.queue.all().first { $0.id == claim }
+                #expect(claimed?.state.name == "pending" && claimed?.refusals == 0)
+                #expect(try instance.sql("select count(*) from todos") == ["2"])
+                client.close()
+            }
+            // A database in read-only mode (a replica, a project being restored): 405 25006.
+            try instance.sql(
+                "do $$ begin execute format('alter database %I set default_transaction_read_only = on', current_database()); end $$"
+            )
+            try await withTemporaryLog { path in
+                let (client, _) = try client(path, instance)
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.enqueue(.insert(into: "todos", key: ["id": 4], body: ["title": "Eggs"]))
+                let readOnly = try await client.sync()
+                #expect(readOnly.stoppedBy == PassFailure(kind: .http, status: 405, code: "25006"), "\(readOnly)")
+                #expect(try await client.queue.all().first?.refusals == 0)
+                client.close()
+            }
+        }
+    }
+}

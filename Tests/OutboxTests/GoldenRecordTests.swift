@@ -199,6 +199,17 @@ import Testing
                         ))))
         }
         groups.append(events)
+        // Writes a transport did not send (verdict 7): with the failure of their own request, and without.
+        groups.append([
+            .answerReceived(
+                AnswerReceived(
+                    passId: 8, writes: [13, 14, 15],
+                    answer: .answered([
+                        WriteAnswer(.accepted),
+                        WriteAnswer(.notSent(RequestFailure(kind: .http, status: 503, code: "PGRST001", retryAfter: "0"))),
+                        WriteAnswer(.notSent(nil)),
+                    ])))
+        ])
         // Each group numbered from its own thousand: a case added to one enum adds a record at the end
         // of its group and moves no other record.
         return groups.enumerated().flatMap { group, events in

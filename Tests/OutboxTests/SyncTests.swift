@@ -22,6 +22,37 @@ struct SyncTests {
             #expect(try await client.verify().isOK)
         }
     }
+
+    @Test("R4.4: writes a transport did not send stay pending, uncharged, and the pass stops after the batch")
+    func notSentWritesStayPending() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            for n in 1...4 { try await client.enqueue(todo(Int64(n))) }
+            let failure = RequestFailure(kind: .http, status: 503, code: "PGRST001", retryAfter: "5", text: "SERVER-CANARY")
+            instance.script([.verdict(.accepted), .verdict(.notSent(failure))])
+            let report = try await client.sync()
+            #expect(report.verdicts.map(\.kind) == [.accepted, .notSent, .notSent, .notSent])
+            #expect(report.syncedCount == 1 && report.remainingCount == 3)
+            #expect(report.stoppedBy == PassFailure(kind: .http, status: 503, code: "PGRST001", retryAfter: 5))
+            #expect(instance.received.count == 1, "the pass stopped after the batch")
+            let rest = try await client.queue.all().filter { $0.id != 1 }
+            #expect(rest.allSatisfy { $0.state.name == "pending" && $0.refusals == 0 }, "nothing charged")
+            #expect(!"\(report)\(client.syncStatus.value)".contains("SERVER-CANARY"))
+            // No streak: a request that failed is no write failing alone.
+            let failed = try await client.history(of: 2).filter { if case .writeFailed = $0.event { true } else { false } }
+            #expect(failed.isEmpty)
+            // A transport that stops without saying why stops the pass as a broken contract.
+            instance.script([.verdict(.notSent(nil))])
+            let silent = try await client.sync()
+            #expect(silent.stoppedBy == PassFailure(kind: .protocol) && silent.syncedCount == 0)
+            let healed = try await client.sync()
+            #expect(healed.syncedCount == 3 && healed.stoppedBy == nil)
+            #expect(instance.applied.map(\.id) == [1, 2, 3, 4])
+            #expect(try await client.verify().isOK)
+            #expect(try client.log.checkDecisions().isSame)
+        }
+    }
 }
 
 @Suite("Replay-verify of decisions (R8.4)")

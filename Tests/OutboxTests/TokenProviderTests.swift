@@ -43,6 +43,26 @@ import Testing
         }
     }
 
+    // A token refused in the middle of a batch (a transport that sends a request per write): the rest
+    // goes again under a fresh token, from the write that was not sent.
+    @Test func aTokenRefusedInTheMiddleOfABatchResendsTheRest() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let provider = Provider([token(subject: "alice"), token(subject: "alice") + "-fresh"])
+            let client = try await open(path, provider, instance)
+            for n in 1...3 { try await client.enqueue(todo(Int64(n))) }
+            let refused = RequestFailure(kind: .http, status: 401, code: "PGRST303", text: "JWT expired")
+            instance.script([.verdict(.accepted), .verdict(.notSent(refused))])
+            let report = try await client.sync()
+            #expect(report.syncedCount == 3 && report.stoppedBy == nil, "\(report)")
+            #expect(provider.asked.withLock { $0 } == 2)
+            #expect(instance.received.map(\.writes) == [[1, 2, 3], [2, 3]])
+            #expect(instance.received.last?.accessToken == token(subject: "alice") + "-fresh")
+            #expect(instance.applied.map(\.id) == [1, 2, 3])
+            #expect(try client.log.checkDecisions().isSame)
+        }
+    }
+
     @Test func aSecondRefusalOfTheTokenStopsThePass() async throws {
         try await withTemporaryLog { path in
             let instance = SimulatedInstance()

@@ -34,14 +34,19 @@ public struct AnswerReceived: EventPayload {
                     verdict["replayed"] = .bool(answer.replayed)
                     return .object(verdict)
                 })
-        case .failed(let failure):
-            fields["failure"] = .object([
-                "kind": .string(failure.kind.rawValue), "status": .optional(failure.status) { .int($0) },
-                "code": .optional(failure.code) { .string($0) }, "retryAfter": .optional(failure.retryAfter) { .string($0) },
-                "text": .optional(failure.text) { .string($0) },
-            ])
+        case .failed(let failure): fields["failure"] = failure.json
         case .contractBroken(let description): fields["contractBroken"] = .string(description)
         }
         return fields
+    }
+}
+
+extension RequestFailure {
+    var json: JSONValue {
+        .object([
+            "kind": .string(kind.rawValue), "status": .optional(status) { .int($0) },
+            "code": .optional(code) { .string($0) }, "retryAfter": .optional(retryAfter) { .string($0) },
+            "text": .optional(text) { .string($0) },
+        ])
     }
 }

@@ -77,6 +77,7 @@ extension WriteVerdict {
         case .failed(let status, let text):
             fields["status"] = .optional(status) { .int($0) }
             fields["text"] = .optional(text) { .string($0) }
+        case .notSent(let failure): fields["failure"] = .optional(failure) { $0.json }
         }
         return .object(fields)
     }

@@ -21,6 +21,9 @@ enum Upcasting {
 
     private static let steps: [Step: @Sendable ([UInt8]) -> [UInt8]] = [
         // writeQueued v1 had no atomic group (groups arrived with bulk enqueue): v2 appends "none".
-        Step(type: .writeQueued, from: 1): { $0 + [0] }
+        Step(type: .writeQueued, from: 1): { $0 + [0] },
+        // answerReceived v2 added the `notSent` verdict (code 7); a v1 record reads as it is, and a
+        // build that knows only v1 refuses a v2 record as newer instead of calling it damaged.
+        Step(type: .answerReceived, from: 1): { $0 },
     ]
 }

@@ -4,7 +4,8 @@ internal import Synchronization
 /// gave, which it replays when the same idempotency key or the same (origin, id) comes again (R3.2).
 /// It answers from a script when one is given (`script(_:)`) and by itself otherwise: it accepts and
 /// applies every write, in order, answering `skipped` to a write whose dependency in the same batch
-/// was not applied (R4.5), and all or nothing of an atomic group.
+/// was not applied (R4.5), and all or nothing of an atomic group. After a write scripted `notSent` it
+/// applies none of the rest of the batch and answers each `notSent`, as a transport that stopped.
 ///
 /// Apps use it in their own tests as the transport of a client:
 ///
@@ -181,7 +182,15 @@ public final class SimulatedInstance: OutboxTransport {
         var notApplied = Set<WriteID>()
         var toApply: [OutgoingWrite] = []
         let inBatch = Set(batch.writes.map(\.id))
+        var stopped = false
         for write in batch.writes {
+            // After a write answered "not sent", the rest of the batch is not sent either, as a
+            // transport that stops a request does.
+            if stopped {
+                answers.append(WriteAnswer(.notSent(nil)))
+                notApplied.insert(write.id)
+                continue
+            }
             if let earlier = state.byKey[write.idempotencyKey] ?? state.byIdentity[Identity(origin: write.origin, id: write.id)] {
                 answers.append(WriteAnswer(earlier.verdict, replayed: true))
                 continue
@@ -204,6 +213,9 @@ public final class SimulatedInstance: OutboxTransport {
             }
             switch verdict {
             case .accepted, .merged, .conflicted: toApply.append(write)
+            case .notSent:
+                stopped = true
+                notApplied.insert(write.id)
             default: notApplied.insert(write.id)
             }
             answers.append(WriteAnswer(verdict))

@@ -75,20 +75,22 @@ enum Decider {
         into decision: inout Decision
     ) {
         guard failure.kind == .http else {
-            decision.next = .stop(PassFailure(kind: .network))
+            stopAfterBatch(PassFailure(kind: .network), into: &decision)
             return
         }
         let retryAfter = RetryAfter.seconds(failure.retryAfter, now: input.at)
         switch Classification.of(status: failure.status, code: failure.code) {
         case .mayPass:
-            decision.next = .stop(PassFailure(kind: .http, status: failure.status, code: failure.code, retryAfter: retryAfter))
+            stopAfterBatch(
+                PassFailure(kind: .http, status: failure.status, code: failure.code, retryAfter: retryAfter), into: &decision)
         case .schemaCache:
             for (id, entry) in entries {
                 countSchemaRefusal(
                     id, entry, Refusal(status: failure.status, code: failure.code, message: failure.text), input, into: &decision)
             }
-            decision.next = .stop(
-                PassFailure(kind: .schemaCache, status: failure.status, code: failure.code, retryAfter: retryAfter))
+            stopAfterBatch(
+                PassFailure(kind: .schemaCache, status: failure.status, code: failure.code, retryAfter: retryAfter),
+                into: &decision)
         case .refusal:
             let refusal = Refusal(status: failure.status, code: failure.code, message: failure.text)
             if isAtomic {
@@ -136,7 +138,24 @@ enum Decider {
             failAlone(id, entry, status: status, text: text, input, into: &decision)
         case .skipped:
             decision.verdicts.append(SyncReport.Verdict(id: id, kind: .skipped, refusals: entry.refusals))
+        case .notSent(let failure):
+            notSent(id, entry, failure, input, into: &decision)
         }
+    }
+
+    /// A write the transport did not send: pending, uncharged, no streak. Its own request's failure is
+    /// judged as R4.3 judges a failed request of this one write. The pass does not go on past the batch:
+    /// it stops with the first such failure, or as a broken contract when the transport gave none.
+    private static func notSent(
+        _ id: WriteID, _ entry: WriteEntry, _ failure: RequestFailure?, _ input: Input, into decision: inout Decision
+    ) {
+        var alone = Decision()
+        if let failure { decideRequestFailure(failure, input, [(id, entry)], isAtomic: false, into: &alone) }
+        decision.events += alone.events
+        decision.verdicts +=
+            alone.verdicts.isEmpty ? [SyncReport.Verdict(id: id, kind: .notSent, refusals: entry.refusals)] : alone.verdicts
+        if case .stop(let stop) = alone.next { stopAfterBatch(stop, into: &decision) }
+        stopAfterBatch(PassFailure(kind: .protocol), into: &decision)
     }
 
     /// A per-write failure that may pass (R4.4): the write stays pending and the pass stops after the
@@ -185,6 +204,13 @@ enum Decider {
                 if case .failed(let status, _) = answer.verdict {
                     decision.verdicts.append(SyncReport.Verdict(id: id, kind: .failed, refusals: entry.refusals))
                     stopAfterBatch(PassFailure(kind: .http, status: status), into: &decision)
+                } else if case .notSent(let failure) = answer.verdict {
+                    // Judged as a write alone, but never charged: a group is refused whole or not at all.
+                    decision.verdicts.append(SyncReport.Verdict(id: id, kind: .notSent, refusals: entry.refusals))
+                    var alone = Decision()
+                    if let failure { decideRequestFailure(failure, input, [], isAtomic: false, into: &alone) }
+                    if case .stop(let stop) = alone.next { stopAfterBatch(stop, into: &decision) }
+                    stopAfterBatch(PassFailure(kind: .protocol), into: &decision)
                 } else {
                     decision.verdicts.append(SyncReport.Verdict(id: id, kind: .skipped, refusals: entry.refusals))
                 }

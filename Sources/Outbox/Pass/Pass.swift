@@ -23,7 +23,8 @@ struct Pass: Sendable {
     /// What the pass carries from one transaction to the next.
     struct Progress: Sendable {
         var passId: UInt64?
-        /// Writes answered in this pass and still sendable (refused, skipped, failed): not sent again in it (R3.1).
+        /// Writes answered in this pass and still sendable (refused, skipped, failed, not sent): not sent
+        /// again in it (R3.1).
         var done = Set<WriteID>()
         /// Halves of a refused batch still to send (R4.5).
         var halves: [[WriteID]] = []
@@ -62,12 +63,14 @@ struct Pass: Sendable {
             let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic)
             var answer = await transport.send(batch, accessToken: token)
             // R7.5: a token the server calls expired or invalid is asked for once more, and the same
-            // request goes again under the same keys; a second refusal stops the pass as any 401.
-            if !refreshed, let refreshToken, answer.refusesTheToken {
+            // request goes again under the same keys (from the first write it kept from being sent);
+            // a second refusal stops the pass as any 401.
+            if !refreshed, let refreshToken, let index = answer.tokenRefusedAt {
                 refreshed = true
                 if let fresh = await refreshToken(), !fresh.isEmpty {
                     token = fresh
-                    answer = await transport.send(batch, accessToken: fresh)
+                    let rest = OutgoingBatch(writes: Array(batch.writes[index...]), isAtomic: batch.isAtomic)
+                    answer = answer.resumed(at: index, with: await transport.send(rest, accessToken: fresh))
                 }
             }
             let received = answer
@@ -105,7 +108,7 @@ struct Pass: Sendable {
         progress.verdicts += decision.verdicts
         // Only answers that leave a write sendable need remembering: the others take it out of the lists
         // the planner reads (a drain of a million accepted writes keeps no million-entry set).
-        progress.done.formUnion(decision.verdicts.filter { [.refused, .skipped, .failed].contains($0.kind) }.map(\.id))
+        progress.done.formUnion(decision.verdicts.filter { [.refused, .skipped, .failed, .notSent].contains($0.kind) }.map(\.id))
         switch decision.next {
         case .goOn: break
         case .stop(let failure):

@@ -3,9 +3,10 @@ public struct SyncReport: Hashable, Sendable {
     /// One answer the call got for one write, or one decision it made on one.
     public struct Verdict: Hashable, Sendable {
         /// accepted, merged, conflicted, refused (by the instance, or by the library: unmade, R4.3), dead,
-        /// blocked, failed (a per-write failure that may pass, R4.4), skipped (R4.5).
+        /// blocked, failed (a per-write failure that may pass, R4.4), skipped (R4.5), notSent (the
+        /// transport stopped before it: pending, nothing charged).
         public enum Kind: String, Hashable, Sendable {
-            case accepted, merged, conflicted, refused, dead, blocked, failed, skipped
+            case accepted, merged, conflicted, refused, dead, blocked, failed, skipped, notSent
         }
         public var id: WriteID
         public var kind: Kind
@@ -67,7 +68,7 @@ public struct SyncReport: Hashable, Sendable {
             if verdict.replayed { alreadyOnServerCount += 1 }
         case .refused, .dead: rejected.append(Rejected(id: verdict.id, refusals: verdict.refusals, isDead: verdict.kind == .dead))
         case .blocked: blockedCount += 1
-        case .failed, .skipped: break
+        case .failed, .skipped, .notSent: break
         }
     }
 }

@@ -12,6 +12,12 @@ public enum WriteVerdict: Hashable, Sendable {
     case failed(status: Int?, text: String?)
     /// Not applied because a write it depends on in the same batch was not (R4.5).
     case skipped
+    /// Not sent: the transport stopped before this write, which a request of its own would have
+    /// carried. With a failure, this write's own request failed that way (no answer came, or an answer
+    /// for the whole request), judged as the same failure of a request of this one write; without one,
+    /// an earlier write's request failed. The write stays pending and nothing is charged (unless its
+    /// failure is a refusal), its key is resent later, and the pass stops after the batch.
+    case notSent(RequestFailure?)
 
     func encode(into writer: inout ByteWriter) {
         switch self {
@@ -35,6 +41,9 @@ public enum WriteVerdict: Hashable, Sendable {
             writer.optional(status) { $0.varint($1) }
             writer.optional(text) { $0.string($1) }
         case .skipped: writer.byte(6)
+        case .notSent(let failure):
+            writer.byte(7)
+            writer.optional(failure) { $1.encode(into: &$0) }
         }
     }
 
@@ -49,6 +58,7 @@ public enum WriteVerdict: Hashable, Sendable {
                 try BlockedReason.decode(from: &reader), refusal: try reader.optional { try Refusal.decode(from: &$0) })
         case 5: return .failed(status: try reader.optional { try $0.int() }, text: try reader.optional { try $0.string() })
         case 6: return .skipped
+        case 7: return .notSent(try reader.optional { try RequestFailure.decode(from: &$0) })
         case let other: throw DecodeFailure("unknown verdict \(other)")
         }
     }
@@ -63,6 +73,7 @@ public enum WriteVerdict: Hashable, Sendable {
         case .blocked: return "blocked"
         case .failed: return "failed"
         case .skipped: return "skipped"
+        case .notSent: return "notSent"
         }
     }
 }
@@ -198,7 +209,7 @@ extension WriteVerdict {
         case .conflicted(let sibling, let fields):
             return .conflicted(siblingId: Refusal.cut(sibling), fields: Refusal.names(fields))
         case .failed(let status, let text): return .failed(status: Refusal.httpStatus(status), text: text.map { Refusal.cut($0) })
-        case .accepted, .refused, .blocked, .skipped: return self
+        case .accepted, .refused, .blocked, .skipped, .notSent: return self
         }
     }
 }
@@ -206,8 +217,48 @@ extension WriteVerdict {
 extension RequestAnswer {
     /// A 401 of the token class (PostgREST's PGRST301, PGRST302, PGRST303): the token is expired,
     /// invalid or missing, and a new one may pass (R7.5).
+    var refusesTheToken: Bool { tokenRefusedAt != nil }
+
+    /// Where the server refused the token: 0 for the whole request, or the index of the first write
+    /// not sent because its own request was refused so; nil when it did not.
+    var tokenRefusedAt: Int? {
+        switch self {
+        case .failed(let failure): return failure.refusesTheToken ? 0 : nil
+        case .answered(let answers):
+            guard let index = answers.firstIndex(where: { $0.verdict.notSentFailure != nil }) else { return nil }
+            return answers[index].verdict.notSentFailure!.refusesTheToken ? index : nil
+        case .contractBroken: return nil
+        }
+    }
+
+    /// This answer, with the writes from `index` on answered by `rest` instead (the same request sent
+    /// again from there, after a fresh token).
+    func resumed(at index: Int, with rest: RequestAnswer) -> RequestAnswer {
+        guard index > 0, case .answered(let answers) = self else { return rest }
+        let kept = Array(answers[..<index])
+        switch rest {
+        case .answered(let more): return .answered(kept + more)
+        case .failed(let failure):
+            let unsent = answers.count - index
+            return .answered(
+                kept + [WriteAnswer(.notSent(failure))] + Array(repeating: WriteAnswer(.notSent(nil)), count: unsent - 1))
+        case .contractBroken: return rest
+        }
+    }
+}
+
+extension RequestFailure {
+    /// A 401 of the token class: PGRST301, PGRST302 or PGRST303.
     var refusesTheToken: Bool {
-        guard case .failed(let failure) = self, failure.status == 401, let code = failure.code else { return false }
+        guard status == 401, let code else { return false }
         return ["PGRST301", "PGRST302", "PGRST303"].contains(code)
+    }
+}
+
+extension WriteVerdict {
+    /// The failure of this write's own request, when the transport did not send it because of one.
+    var notSentFailure: RequestFailure? {
+        if case .notSent(let failure?) = self { return failure }
+        return nil
     }
 }
