@@ -82,3 +82,49 @@ create or replace function public.complete_list(list_id bigint) returns void lan
 $$;
 revoke all on function public.complete_list(bigint) from public;
 grant execute on function public.complete_list(bigint) to authenticated;
+
+-- Counters, for the custom mutation `bump` of the reference instance (Specs/reference-instance.sql):
+-- `.custom("bump", table: "counters", key: ["id": 3], body: [:])` adds 1 to `n` of counter 3,
+-- creating it at 1. Exactly once per write, however often a lost acknowledgement makes it go again.
+create table public.counters (
+  id bigint primary key,
+  n bigint not null default 0,
+  owner text not null default public.jwt_sub()
+);
+alter table public.counters enable row level security;
+create policy own_counters on public.counters for all to authenticated
+  using (owner = public.jwt_sub()) with check (owner = public.jwt_sub());
+revoke all on public.counters from anon;
+grant select, insert, update, delete on public.counters to authenticated;
+create trigger counters_applied after insert or update or delete on public.counters
+  for each row execute function public.record_apply();
+
+-- A mutation of the reference instance: run by `outbox_push` as the instance's owner, with the
+-- caller named; never callable through the API itself.
+create or replace function public.bump(key jsonb, args jsonb, caller text) returns jsonb language plpgsql as $$
+declare
+  total bigint;
+begin
+  insert into public.counters as c (id, n, owner) values ((key ->> 'id')::bigint, 1, caller)
+    on conflict (id) do update set n = c.n + 1 where c.owner = caller
+    returning c.n into total;
+  if total is null then
+    raise exception 'counter % is another user''s', key ->> 'id' using errcode = '42501';
+  end if;
+  return jsonb_build_object('n', total);
+end
+$$;
+revoke all on function public.bump(jsonb, jsonb, text) from public;
+
+-- The tables the reference instance writes (when it is installed: `scripts/instance start` installs
+-- it first). Registering adds `version` and `field_versions` to each.
+do $$
+begin
+  if to_regnamespace('outbox') is not null then
+    perform outbox.register('public.lists');
+    perform outbox.register('public.todos');
+    perform outbox.register('public.counters');
+    perform outbox.register_mutation('bump', 'public.bump(jsonb, jsonb, text)');
+  end if;
+end
+$$;

@@ -26,53 +26,42 @@ public import Outbox
 /// The transport maps answers; the library decides what they mean, as for every transport.
 public struct PostgRESTTransport: OutboxTransport {
     /// Why a transport could not be made.
-    public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
-        public let description: String
-    }
+    public typealias ConfigurationError = TransportConfigurationError
 
-    public let url: URL
+    public var url: URL { server.url }
     /// Prepended to every path (`/rest/v1` for Supabase).
-    public let pathPrefix: String
+    public var pathPrefix: String { server.pathPrefix }
     /// The schema written to (`Content-Profile`); nil for the server's default.
-    public let schema: String?
+    public var schema: String? { server.schema }
     /// The tables it may write and their key columns; nil: any table, keyed by its writes' keys.
     public let tables: [String: [String]]?
     /// How long one request may take.
-    public let timeout: TimeInterval
-    private let apiKey: String?
-    private let extraHeaders: [String: String]
-    private let client: any HTTPClient
+    public var timeout: TimeInterval { server.timeout }
+    private let server: PostgRESTServer
 
     /// - Parameters:
     ///   - url: the server (a Supabase project's URL, or PostgREST's).
     ///   - apiKey: sent as `apikey` (Supabase's anon or publishable key); never as a bearer token.
+    ///   - schema: the schema written to, when not the server's default.
+    ///   - tables: the tables the transport may write, each with its key columns; a write to any other
+    ///     table is refused as one the transport cannot make. Nil: any table, keyed by its writes' keys.
+    ///   - pathPrefix: prepended to every path (`/rest/v1` for Supabase).
+    ///   - timeout: how long one request may take before it counts as an outcome unknown.
+    ///   - headers: sent with every request (never put a token here).
     ///   - allowInsecureHTTP: plain `http://` is refused for any host but the loopback unless true.
+    ///   - client: the HTTP client; a `URLSessionHTTPClient` of its own by default.
     public init(
         url: URL, apiKey: String? = nil, schema: String? = nil, tables: [String: [String]]? = nil, pathPrefix: String = "",
         timeout: TimeInterval = 30, headers: [String: String] = [:], allowInsecureHTTP: Bool = false,
         client: (any HTTPClient)? = nil
     ) throws {
-        guard let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http", url.host != nil else {
-            throw ConfigurationError(description: "\(url) is not an http(s) URL")
-        }
-        let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host?.lowercased() ?? "")
-        if scheme == "http" && !loopback && !allowInsecureHTTP {
-            throw ConfigurationError(
-                description:
-                    "\(url) is plain http to a host other than the loopback: tokens would travel unencrypted (pass allowInsecureHTTP to insist)"
-            )
-        }
         for (table, keys) in tables ?? [:] where table.isEmpty || keys.isEmpty {
             throw ConfigurationError(description: "table '\(table)' needs a name and at least one key column")
         }
-        self.url = url
-        self.apiKey = apiKey
-        self.schema = schema
         self.tables = tables
-        self.pathPrefix = pathPrefix
-        self.timeout = timeout
-        self.extraHeaders = headers
-        self.client = client ?? URLSessionHTTPClient()
+        server = try PostgRESTServer(
+            url: url, apiKey: apiKey, schema: schema, pathPrefix: pathPrefix, timeout: timeout, headers: headers,
+            allowInsecureHTTP: allowInsecureHTTP, client: client)
     }
 
     // MARK: - OutboxTransport
@@ -309,64 +298,15 @@ public struct PostgRESTTransport: OutboxTransport {
     }
 
     private func headers(token: String?, writes: [OutgoingWrite] = []) -> [String: String] {
-        var headers = extraHeaders
-        headers["Accept"] = "application/json"
-        headers["Content-Type"] = "application/json"
-        if let token { headers["Authorization"] = "Bearer " + token }
-        if let apiKey { headers["apikey"] = apiKey }
-        if let schema {
-            headers["Content-Profile"] = schema
-            headers["Accept-Profile"] = schema
-        }
-        if !writes.isEmpty {
-            headers["X-Idempotency-Key"] = writes.map(\.idempotencyKey.description).joined(separator: ",")
-            headers["X-Outbox-Origin"] = writes[0].origin.description
-            headers["X-Outbox-Write"] = writes.map { String($0.id.rawValue) }.joined(separator: ",")
-        }
-        return headers
+        server.headers(token: token, writes: writes)
     }
 
-    /// `url` + prefix + `/path`, with `filters` as `column=eq.value` for each key column.
     func endpoint(_ path: String, filters: JSONValue? = nil, query: [URLQueryItem] = []) throws -> URL {
-        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
-            throw ConfigurationError(description: "\(url) cannot take a path")
-        }
-        let base =
-            components.percentEncodedPath.hasSuffix("/")
-            ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
-        let segments = path.split(separator: "/").map {
-            String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""
-        }
-        components.percentEncodedPath = base + pathPrefix + "/" + segments.joined(separator: "/")
-        var items = query
-        if case .object(let key)? = filters {
-            for name in key.keys.sorted() {
-                let value: String
-                switch key[name]! {
-                case .string(let text): value = text
-                case .int(let number): value = String(number)
-                case .double(let number): value = JSONText.render(.double(number))
-                case .bool(let flag): value = flag ? "true" : "false"
-                default: throw ConfigurationError(description: "key column \(name) is not a string, number or boolean")
-                }
-                items.append(URLQueryItem(name: name, value: "eq." + value))
-            }
-        }
-        if !items.isEmpty {
-            // Every reserved character of a filter value encoded, `+` and `&` included.
-            var allowed = CharacterSet.urlQueryAllowed
-            allowed.remove(charactersIn: "&+=,;")
-            components.percentEncodedQuery = items.map { item in
-                (item.name.addingPercentEncoding(withAllowedCharacters: allowed) ?? "") + "="
-                    + (item.value?.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
-            }.joined(separator: "&")
-        }
-        guard let url = components.url else { throw ConfigurationError(description: "no URL for \(path)") }
-        return url
+        try server.endpoint(path, filters: filters, query: query)
     }
 
     private func perform(_ request: HTTPRequest) async throws(HTTPFailure) -> HTTPResponse {
-        try await client.send(request, timeout: timeout)
+        try await server.perform(request)
     }
 
     /// The total of a `Content-Range` answered to `count=exact`: `*/3`, `0-2/3`; nil for anything else.
@@ -379,13 +319,7 @@ public struct PostgRESTTransport: OutboxTransport {
         return total
     }
 
-    static func requestFailure(_ failure: HTTPFailure) -> RequestFailure {
-        switch failure {
-        case .timeout: return RequestFailure(kind: .timeout)
-        case .network, .cancelled: return RequestFailure(kind: .network)
-        case .redirected: return RequestFailure(kind: .http, status: 502, code: "redirect_refused")
-        }
-    }
+    static func requestFailure(_ failure: HTTPFailure) -> RequestFailure { PostgRESTServer.requestFailure(failure) }
 }
 
 /// A failed row read (`withdraw`): its status and code, never the server's text.

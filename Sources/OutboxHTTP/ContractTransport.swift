@@ -1,0 +1,180 @@
+public import Foundation
+public import Outbox
+
+#if canImport(FoundationNetworking)
+    internal import FoundationNetworking
+#endif
+
+/// Speaks the outbox's own wire contract (version 1) to a reference instance: SQL inside PostgreSQL
+/// behind PostgREST or Supabase's Data API, which answers every verdict (accepted, merged field by
+/// field, conflicted with a sibling, refused, blocked) and applies each write exactly once.
+///
+/// ```swift
+/// let transport = try ContractTransport(
+///     url: URL(string: "https://abcd.supabase.co")!, apiKey: anonKey, pathPrefix: "/rest/v1")
+/// ```
+///
+/// A batch is one request, `POST /rpc/outbox_push`, applied in order in one transaction (an atomic
+/// group all or none, across tables); `withdraw` reads the row through `POST /rpc/outbox_row`. Keys
+/// and bodies go as the canonical JSON bytes queued, so a resend is the same write byte for byte.
+/// The transport maps answers; the library decides what they mean, as for every transport.
+public struct ContractTransport: OutboxTransport {
+    /// Why a transport could not be made.
+    public typealias ConfigurationError = TransportConfigurationError
+
+    /// The version of the contract this transport speaks, in every request; an answer of another
+    /// version is a broken contract (the pass stops, nothing is charged).
+    public static let contractVersion = 1
+
+    public var url: URL { server.url }
+    private let server: PostgRESTServer
+
+    /// - Parameters:
+    ///   - url: the server (a Supabase project's URL, or PostgREST's).
+    ///   - apiKey: sent as `apikey` (Supabase's anon or publishable key); never as a bearer token.
+    ///   - schema: the schema the instance's functions are in, when not the server's default.
+    ///   - pathPrefix: prepended to every path (`/rest/v1` for Supabase).
+    ///   - timeout: how long one request may take before it counts as an outcome unknown.
+    ///   - headers: sent with every request (never put a token here).
+    ///   - allowInsecureHTTP: plain `http://` is refused for any host but the loopback unless true.
+    ///   - client: the HTTP client; a `URLSessionHTTPClient` of its own by default.
+    public init(
+        url: URL, apiKey: String? = nil, schema: String? = nil, pathPrefix: String = "", timeout: TimeInterval = 30,
+        headers: [String: String] = [:], allowInsecureHTTP: Bool = false, client: (any HTTPClient)? = nil
+    ) throws {
+        server = try PostgRESTServer(
+            url: url, apiKey: apiKey, schema: schema, pathPrefix: pathPrefix, timeout: timeout, headers: headers,
+            allowInsecureHTTP: allowInsecureHTTP, client: client)
+    }
+
+    // MARK: - OutboxTransport
+
+    public func unmadeReason(for write: OutgoingWrite) -> String? {
+        guard case .object = write.key else { return "the key is not an object" }
+        guard case .object = write.body else { return "the body is not an object" }
+        return nil
+    }
+
+    public func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        let request: HTTPRequest
+        do {
+            request = HTTPRequest(
+                method: "POST", url: try server.endpoint("rpc/outbox_push"),
+                headers: server.headers(token: accessToken, writes: batch.writes), body: Self.body(of: batch))
+        } catch {
+            return .contractBroken("the request could not be made: \(error)")
+        }
+        let response: HTTPResponse
+        do {
+            response = try await server.perform(request)
+        } catch {
+            return .failed(PostgRESTServer.requestFailure(error))
+        }
+        guard (200..<300).contains(response.status) else { return .failed(PostgRESTAnswer(response).failure) }
+        return Self.answers(response.body, to: batch)
+    }
+
+    public func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
+        let body = "{\"key\":" + JSONText.render(key) + ",\"table\":" + JSONText.render(.string(table)) + "}"
+        let response = try await server.perform(
+            HTTPRequest(
+                method: "POST", url: try server.endpoint("rpc/outbox_row"), headers: server.headers(token: accessToken),
+                body: Data(body.utf8)))
+        guard (200..<300).contains(response.status), case .object(let answer)? = try? JSONText.parse(response.text),
+            case .bool(let exists)? = answer["exists"]
+        else {
+            throw PostgRESTError(status: response.status, code: PostgRESTAnswer(response).code)
+        }
+        return exists ? answer["row"] : nil
+    }
+
+    // MARK: - The wire
+
+    /// `{"batch": {"atomic", "origin", "version", "writes": [...]}}`, each write's key and body the
+    /// bytes it was queued with.
+    static func body(of batch: OutgoingBatch) -> Data {
+        var out = Data()
+        func text(_ string: String) { out.append(contentsOf: Array(string.utf8)) }
+        let origin = batch.writes.first?.origin.description ?? ""
+        text("{\"batch\":{\"atomic\":\(batch.isAtomic),\"origin\":\(JSONText.render(.string(origin)))")
+        text(",\"version\":\(contractVersion),\"writes\":[")
+        for (index, write) in batch.writes.enumerated() {
+            if index > 0 { text(",") }
+            text("{")
+            if let base = write.baseVersion { text("\"baseVersion\":\(base),") }
+            text("\"body\":")
+            out.append(contentsOf: write.bodyJSON)
+            text(",\"id\":\(write.id.rawValue),\"idempotencyKey\":\"\(write.idempotencyKey)\",\"key\":")
+            out.append(contentsOf: write.keyJSON)
+            switch write.operation {
+            case .custom(let name): text(",\"name\":\(JSONText.render(.string(name))),\"op\":\"custom\"")
+            case let operation: text(",\"op\":\"\(operation)\"")
+            }
+            text(",\"table\":\(JSONText.render(.string(write.table))),\"user\":\(JSONText.render(.string(write.user)))}")
+        }
+        text("]}}")
+        return out
+    }
+
+    /// One answer per write, in order, each naming its write; anything else breaks the contract.
+    static func answers(_ body: Data, to batch: OutgoingBatch) -> RequestAnswer {
+        guard case .object(let answer)? = try? JSONText.parse(String(decoding: body, as: UTF8.self)) else {
+            return .contractBroken("the answer is not a JSON object")
+        }
+        guard answer["version"] == .int(Int64(contractVersion)) else {
+            return .contractBroken("the answer is not of contract version \(contractVersion)")
+        }
+        if case .string(let error)? = answer["error"] {
+            return .contractBroken("the instance refused the request as a whole: \(Refusal.cut(error))")
+        }
+        guard case .array(let verdicts)? = answer["verdicts"], verdicts.count == batch.writes.count else {
+            return .contractBroken("the answer does not hold one verdict per write")
+        }
+        var answers: [WriteAnswer] = []
+        for (write, verdict) in zip(batch.writes, verdicts) {
+            guard case .object(let fields) = verdict, fields["id"] == .int(Int64(write.id.rawValue)) else {
+                return .contractBroken("a verdict does not name the write it answers")
+            }
+            guard let mapped = Self.verdict(fields) else {
+                return .contractBroken("a verdict the contract does not have")
+            }
+            answers.append(WriteAnswer(mapped, replayed: fields["replayed"] == .bool(true)))
+        }
+        return .answered(answers)
+    }
+
+    /// A verdict of the contract as the boundary's; nil for one the contract does not have.
+    static func verdict(_ fields: [String: JSONValue]) -> WriteVerdict? {
+        func strings(_ name: String) -> [String] {
+            guard case .array(let values)? = fields[name] else { return [] }
+            return values.compactMap { value in
+                if case .string(let text) = value { return text }
+                return nil
+            }
+        }
+        func string(_ name: String) -> String? {
+            if case .string(let text)? = fields[name] { return text }
+            return nil
+        }
+        switch string("verdict") {
+        case "accepted": return .accepted
+        case "merged": return .merged(fields: strings("fields"))
+        case "conflicted":
+            guard let sibling = string("siblingId") else { return nil }
+            return .conflicted(siblingId: sibling, fields: strings("fields"))
+        case "refused":
+            guard case .int(let status)? = fields["status"] else { return nil }
+            return .refused(
+                Refusal(status: Int(clamping: status), code: string("code"), message: string("reason"), fields: strings("fields"))
+            )
+        case "blocked":
+            let reasons: [String: BlockedReason] = [
+                "key_spent": .keySpent, "version_conflict": .conflictUnresolved, "ancestor_unavailable": .ancestorUnavailable,
+            ]
+            guard let word = string("reason"), let reason = reasons[word] else { return nil }
+            let changed = strings("fields")
+            return .blocked(reason, refusal: changed.isEmpty ? nil : Refusal(code: word, fields: changed))
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,119 @@
+public import Foundation
+internal import Outbox
+
+#if canImport(FoundationNetworking)
+    internal import FoundationNetworking
+#endif
+
+/// Why a transport could not be made: a URL it will not send to, a table with no key columns.
+public struct TransportConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+    public let description: String
+}
+
+/// A PostgREST server as both HTTP transports reach it: its URL and path prefix, the schema, the
+/// apikey and extra headers, the timeout, and the HTTP client. Builds URLs and headers; sends.
+struct PostgRESTServer: Sendable {
+    let url: URL
+    let pathPrefix: String
+    let schema: String?
+    let timeout: TimeInterval
+    private let apiKey: String?
+    private let extraHeaders: [String: String]
+    private let client: any HTTPClient
+
+    init(
+        url: URL, apiKey: String?, schema: String?, pathPrefix: String, timeout: TimeInterval, headers: [String: String],
+        allowInsecureHTTP: Bool, client: (any HTTPClient)?
+    ) throws {
+        guard let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http", url.host != nil else {
+            throw TransportConfigurationError(description: "\(url) is not an http(s) URL")
+        }
+        let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host?.lowercased() ?? "")
+        if scheme == "http" && !loopback && !allowInsecureHTTP {
+            throw TransportConfigurationError(
+                description:
+                    "\(url) is plain http to a host other than the loopback: tokens would travel unencrypted (pass allowInsecureHTTP to insist)"
+            )
+        }
+        self.url = url
+        self.apiKey = apiKey
+        self.schema = schema
+        self.pathPrefix = pathPrefix
+        self.timeout = timeout
+        self.extraHeaders = headers
+        self.client = client ?? URLSessionHTTPClient()
+    }
+
+    /// The headers of every request: the token in `Authorization` only, the apikey, the profile, and the
+    /// outbox's own (`X-Idempotency-Key`, `X-Outbox-Origin`, `X-Outbox-Write`) for `writes`.
+    func headers(token: String?, writes: [OutgoingWrite] = []) -> [String: String] {
+        var headers = extraHeaders
+        headers["Accept"] = "application/json"
+        headers["Content-Type"] = "application/json"
+        if let token { headers["Authorization"] = "Bearer " + token }
+        if let apiKey { headers["apikey"] = apiKey }
+        if let schema {
+            headers["Content-Profile"] = schema
+            headers["Accept-Profile"] = schema
+        }
+        if !writes.isEmpty {
+            headers["X-Idempotency-Key"] = writes.map(\.idempotencyKey.description).joined(separator: ",")
+            headers["X-Outbox-Origin"] = writes[0].origin.description
+            headers["X-Outbox-Write"] = writes.map { String($0.id.rawValue) }.joined(separator: ",")
+        }
+        return headers
+    }
+
+    /// `url` + prefix + `/path`, with `filters` as `column=eq.value` for each key column.
+    func endpoint(_ path: String, filters: JSONValue? = nil, query: [URLQueryItem] = []) throws -> URL {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            throw TransportConfigurationError(description: "\(url) cannot take a path")
+        }
+        let base =
+            components.percentEncodedPath.hasSuffix("/")
+            ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
+        let segments = path.split(separator: "/").map {
+            String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""
+        }
+        components.percentEncodedPath = base + pathPrefix + "/" + segments.joined(separator: "/")
+        var items = query
+        if case .object(let key)? = filters {
+            for name in key.keys.sorted() {
+                let value: String
+                switch key[name]! {
+                case .string(let text): value = text
+                case .int(let number): value = String(number)
+                case .double(let number): value = JSONText.render(.double(number))
+                case .bool(let flag): value = flag ? "true" : "false"
+                default:
+                    throw TransportConfigurationError(description: "key column \(name) is not a string, number or boolean")
+                }
+                items.append(URLQueryItem(name: name, value: "eq." + value))
+            }
+        }
+        if !items.isEmpty {
+            // Every reserved character of a filter value encoded, `+` and `&` included.
+            var allowed = CharacterSet.urlQueryAllowed
+            allowed.remove(charactersIn: "&+=,;")
+            components.percentEncodedQuery = items.map { item in
+                (item.name.addingPercentEncoding(withAllowedCharacters: allowed) ?? "") + "="
+                    + (item.value?.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+            }.joined(separator: "&")
+        }
+        guard let url = components.url else { throw TransportConfigurationError(description: "no URL for \(path)") }
+        return url
+    }
+
+    func perform(_ request: HTTPRequest) async throws(HTTPFailure) -> HTTPResponse {
+        try await client.send(request, timeout: timeout)
+    }
+
+    /// A request that got no response, as the boundary says it.
+    static func requestFailure(_ failure: HTTPFailure) -> RequestFailure {
+        switch failure {
+        case .timeout: return RequestFailure(kind: .timeout)
+        case .network, .cancelled: return RequestFailure(kind: .network)
+        case .redirected: return RequestFailure(kind: .http, status: 502, code: "redirect_refused")
+        }
+    }
+}
