@@ -207,7 +207,8 @@ $$;
 -- Keeps `version` and `field_versions` up for every write, the outbox's and anyone else's: a new row
 -- starts above the tombstone of its key, if any; an update that did not set `version` itself (a
 -- server job, PostgREST) adds one and stamps the columns it changed; a delete leaves a tombstone.
-create or replace function outbox.track() returns trigger language plpgsql
+-- It runs as the instance's owner (it writes the tombstones), for callers of any role.
+create or replace function outbox.track() returns trigger language plpgsql security definer
 set search_path = pg_catalog, pg_temp as $$
 declare
   reg outbox.tables;

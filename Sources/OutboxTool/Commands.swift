@@ -49,7 +49,7 @@ package enum Commands {
         usage: outbox <command> [options]
 
         commands:
-          enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID]
+          enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID] [--base-version N]
                                                        queue a write; prints its id
           queue   <log> [--user U] [--json]             the writes the queue holds, in id order
           history <log> <write-id> [--json]             every event of one write, in order
@@ -58,7 +58,7 @@ package enum Commands {
           verify  <log>                                 "ok" (exit 0), or the first problem (exit 1)
           replay  <log> [--until SEQ] [--json]          the queue and verdict table as they stood after SEQ
           replay  <log> --check-decisions               re-runs the replayer's decisions over the recorded answers
-          sync    <log> --url URL [--transport postgrest] [--table T] [--schema S] [--batch N] [--json]
+          sync    <log> --url URL [--transport postgrest|contract] [--table T] [--schema S] [--batch N] [--json]
                                                        one pass of the queued writes to a real server (token from
                                                        OUTBOX_ACCESS_TOKEN, apikey from OUTBOX_APIKEY)
           scenario <file> [--json]                      runs a scenario (SCENARIOS.md) against the simulated instance
@@ -91,12 +91,14 @@ package enum Commands {
 
     static let help: [String: String] = [
         "enqueue": """
-        usage: outbox enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID]
+        usage: outbox enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID] [--base-version N]
 
         Queues one write for user U and prints its id once it is durable. Creates the log if it does
         not exist; refuses one that does not verify. OP is insert, update, upsert, delete, or any other word (a custom mutation).
         --key and --body are JSON objects (--body defaults to {}; a delete takes none).
         --depends-on names earlier writes of the same user, comma-separated.
+        --base-version is the row version the write was made on (the contract merges or conflicts a
+        write made on an older one).
         """,
         "queue": """
         usage: outbox queue <log> [--user U] [--json]
@@ -173,7 +175,7 @@ package enum Commands {
         The crash harness's child process (see 'outbox crash --help'); not for use by hand.
         """,
         "sync": """
-        usage: outbox sync <log> --url URL [--transport postgrest] [--table T] [--schema S] [--batch N] [--json]
+        usage: outbox sync <log> --url URL [--transport postgrest|contract] [--table T] [--schema S] [--batch N] [--json]
 
         Opens the log for writing and runs one pass (sync) of its queued writes to the server at URL
         (PostgREST or Supabase's Data API: put /rest/v1 in the URL for Supabase), as the user the
@@ -276,7 +278,8 @@ package enum Commands {
 
     static func enqueue(_ words: [String]) async throws -> Exit {
         let args = try Arguments(
-            command: "enqueue", words: words, options: ["user", "table", "op", "key", "body", "depends-on"], flags: [])
+            command: "enqueue", words: words, options: ["user", "table", "op", "key", "body", "depends-on", "base-version"],
+            flags: [])
         let path = try args.positionals("log")[0]
         let user = try args.required("user")
         let key = try parseJSON(try args.required("key"), option: "key")
@@ -290,9 +293,16 @@ package enum Commands {
                 dependsOn.append(WriteID(id))
             }
         }
+        var baseVersion: Int64?
+        if let text = args.option("base-version") {
+            guard let version = Int64(text), version >= 1 else {
+                throw UsageError(message: "--base-version takes the row version the write was made on (1 or more), not '\(text)'")
+            }
+            baseVersion = version
+        }
         let write = Write(
             table: try args.required("table"), operation: Operation(word: try args.required("op")), key: key, body: body,
-            dependsOn: dependsOn)
+            baseVersion: baseVersion, dependsOn: dependsOn)
         // A closed pipe must not kill the process after the commit: the caller would retry and queue
         // the write twice. Printing the id is checked instead.
         signal(SIGPIPE, SIG_IGN)

@@ -3,16 +3,17 @@ internal import Outbox
 internal import OutboxHTTP
 
 extension Commands {
-    /// `outbox sync <log> --url URL [--transport postgrest] [--table T] [--schema S] [--batch N] [--json]`:
-    /// one pass of the log's queued writes to a real server. The token comes from `OUTBOX_ACCESS_TOKEN`
+    /// `outbox sync <log> --url URL [--transport postgrest|contract] [--table T] [--schema S] [--batch N] [--json]`:
+    /// one pass of the log's queued writes to a real server: its own tables through PostgREST, or a
+    /// reference instance through the outbox's contract. The token comes from `OUTBOX_ACCESS_TOKEN`
     /// (never an argument: other users see arguments in `ps`), the apikey from `OUTBOX_APIKEY`.
     static func sync(_ words: [String]) async throws -> Exit {
         let args = try Arguments(
             command: "sync", words: words, options: ["url", "transport", "table", "schema", "batch"], flags: ["json"])
         let path = try args.positionals("log")[0]
         let transportName = args.option("transport") ?? "postgrest"
-        guard transportName == "postgrest" else {
-            throw UsageError(message: "--transport \(transportName): the transports are postgrest (contract is not built yet)")
+        guard transportName == "postgrest" || transportName == "contract" else {
+            throw UsageError(message: "--transport \(transportName): the transports are postgrest and contract")
         }
         guard let url = URL(string: try args.required("url")), url.scheme != nil else {
             throw UsageError(message: "--url takes an http(s) URL")
@@ -29,10 +30,14 @@ extension Commands {
             guard (1...10_000).contains(batch) else { throw UsageError(message: "--batch takes a number from 1 to 10000") }
             configuration.batchSize = Int(batch)
         }
-        let transport: PostgRESTTransport
+        let transport: any OutboxTransport
         do {
-            transport = try PostgRESTTransport(url: url, apiKey: environment["OUTBOX_APIKEY"], schema: args.option("schema"))
-        } catch let error as PostgRESTTransport.ConfigurationError {
+            let apiKey = environment["OUTBOX_APIKEY"]
+            transport =
+                transportName == "contract"
+                ? try ContractTransport(url: url, apiKey: apiKey, schema: args.option("schema"))
+                : try PostgRESTTransport(url: url, apiKey: apiKey, schema: args.option("schema"))
+        } catch let error as TransportConfigurationError {
             throw UsageError(message: "--url: \(error)")
         }
         guard FileManager.default.fileExists(atPath: path) else {

@@ -8,10 +8,10 @@ import Testing
 @Suite("Contract transport, through the stand-in into the reference instance")
 struct ContractTransportTests {
     /// A client of a fresh log at `path`, signed in as `user` with a real token.
-    static func client(_ path: String, _ instance: Instance, user: String = "alice", batchSize: Int = 50) async throws
-        -> OutboxClient
-    {
-        let transport = try ContractTransport(url: instance.url, apiKey: instance.apiKey, timeout: 20)
+    static func client(
+        _ path: String, _ instance: Instance, user: String = "alice", batchSize: Int = 50, timeout: TimeInterval = 20
+    ) async throws -> OutboxClient {
+        let transport = try ContractTransport(url: instance.url, apiKey: instance.apiKey, timeout: timeout)
         var configuration = OutboxConfiguration(autoSync: false, batchSize: batchSize)
         configuration.clock = ManualClock()
         let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
@@ -149,6 +149,100 @@ struct ContractTransportTests {
             }
             #expect(refusal.status == 403 && refusal.code == "42501")
             #expect(try instance.sql("select title, owner from todos") == ["Milk|alice"])
+        }
+    }
+}
+
+extension ContractTransportTests {
+    // R9.5: two devices of one user editing the same rows at once, from the same base version, each
+    // in another row order: disjoint fields merge, the same field conflicts with a sibling, no update
+    // is lost, no request deadlocks, every write is answered.
+    @Test func twoDevicesAtOnceMergeOrConflictAndNeverDeadlock() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { first in
+                try await withTemporaryLog { second in
+                    let rows = 60
+                    let phone = try await Self.client(first, instance, batchSize: 20)
+                    let laptop = try await Self.client(second, instance, batchSize: 20)
+                    _ = try await phone.enqueue(
+                        contentsOf: (1...rows).map {
+                            .insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": .string("t\($0)")])
+                        })
+                    #expect(try await phone.sync().syncedCount == rows)
+                    let deadlocks = "select deadlocks from pg_stat_database where datname = current_database()"
+                    let before = try instance.sql(deadlocks)
+
+                    // Disjoint fields, both from version 1, in opposite row orders.
+                    _ = try await phone.enqueue(
+                        contentsOf: (1...rows).map {
+                            .update("todos", key: ["id": .int(Int64($0))], set: ["title": .string("phone \($0)")], baseVersion: 1)
+                        })
+                    _ = try await laptop.enqueue(
+                        contentsOf: (1...rows).reversed().map {
+                            .update("todos", key: ["id": .int(Int64($0))], set: ["done": true], baseVersion: 1)
+                        })
+                    async let phoneReport = phone.sync()
+                    async let laptopReport = laptop.sync()
+                    let (a, b) = try await (phoneReport, laptopReport)
+                    #expect(
+                        a.stoppedBy == nil && b.stoppedBy == nil,
+                        "\(String(describing: a.stoppedBy)) \(String(describing: b.stoppedBy))")
+                    #expect(a.syncedCount == rows && b.syncedCount == rows, "every write answered")
+                    let kinds = Set((a.verdicts + b.verdicts).map(\.kind))
+                    #expect(kinds.isSubset(of: [.accepted, .merged]) && kinds.contains(.merged))
+                    #expect(
+                        try instance.sql("select count(*) from todos where title = 'phone ' || id and done and version = 3")
+                            == ["\(rows)"], "no update lost")
+
+                    // The same field, both from version 3: one wins, the other is a sibling.
+                    _ = try await phone.enqueue(
+                        contentsOf: (1...rows).map {
+                            .update("todos", key: ["id": .int(Int64($0))], set: ["title": "from the phone"], baseVersion: 3)
+                        })
+                    _ = try await laptop.enqueue(
+                        contentsOf: (1...rows).reversed().map {
+                            .update("todos", key: ["id": .int(Int64($0))], set: ["title": "from the laptop"], baseVersion: 3)
+                        })
+                    async let phoneAgain = phone.sync()
+                    async let laptopAgain = laptop.sync()
+                    let (c, d) = try await (phoneAgain, laptopAgain)
+                    #expect(c.stoppedBy == nil && d.stoppedBy == nil)
+                    let verdicts = c.verdicts + d.verdicts
+                    #expect(verdicts.count == 2 * rows && verdicts.allSatisfy { [.accepted, .conflicted].contains($0.kind) })
+                    #expect(verdicts.filter { $0.kind == .conflicted }.count == rows, "one of each pair conflicted")
+                    #expect(try instance.sql("select count(*) from outbox.siblings") == ["\(rows)"])
+                    #expect(try instance.sql("select count(*) from todos where version = 4") == ["\(rows)"])
+                    #expect(try instance.sql(deadlocks) == before, "no deadlock")
+                    phone.close()
+                    laptop.close()
+                }
+            }
+        }
+    }
+
+    // R3.2, R4.6: custom mutations that increment counters, through lost acknowledgements: each
+    // counter equals the number of its increments, exactly.
+    @Test func incrementsCountOnceThroughLostAcknowledgements() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let phone = try await Self.client(path, instance, batchSize: 7, timeout: 3)
+                var expected: [Int: Int] = [:]
+                var writes: [Write] = []
+                for n in 0..<90 {
+                    let counter = (n * 7) % 5 + 1
+                    expected[counter, default: 0] += 1
+                    writes.append(.custom("bump", table: "counters", key: ["id": .int(Int64(counter))], body: [:]))
+                }
+                _ = try await phone.enqueue(contentsOf: writes)
+                // Every other request is applied and its acknowledgement lost.
+                try await instance.fault((0..<20).map { $0 % 2 == 0 ? ["drop": true] : [:] })
+                var passes = 0
+                while try await phone.sync().remainingCount > 0 && passes < 60 { passes += 1 }
+                #expect(try await phone.queue.all().allSatisfy { $0.state == .accepted })
+                let counts = try instance.sql("select id, n from counters order by id")
+                #expect(counts == expected.keys.sorted().map { "\($0)|\(expected[$0]!)" }, "\(counts)")
+                phone.close()
+            }
         }
     }
 }

@@ -95,22 +95,7 @@ struct SyncCommandTests {
                 }
                 _ = try await client.enqueue(contentsOf: writes)
                 client.close()
-                let environment = ["OUTBOX_ACCESS_TOKEN": try instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
-                // A lost acknowledgement too: the stand-in commits one request and drops its connection.
-                try await instance.fault([["latency": 0.01], ["drop": true]])
-                // Kill moments from a fixed seed (the machine's speed still decides what each one hits).
-                let random = SeededRandomSource(seed: 15)
-                var kills = 0
-                var finished = false
-                for attempt in 0..<60 where !finished {
-                    let delay = attempt < 8 ? 0.05 + Double(random.next() % 550) / 1000 : nil
-                    let run = try Self.outbox(
-                        ["sync", log, "--url", instance.url.absoluteString, "--batch", "7"], environment: environment,
-                        killAfter: delay)
-                    if run.reason == .uncaughtSignal { kills += 1 } else if run.status == 0 { finished = true }
-                }
-                #expect(finished, "the drain finished")
-                #expect(kills > 0, "some runs were killed")
+                let kills = try await Self.drainWithKills(log, instance, seed: 15)
                 let applied = try instance.sql("select row_id from applied where op = 'insert' order by seq").compactMap {
                     Int($0)
                 }
@@ -118,6 +103,55 @@ struct SyncCommandTests {
                 #expect(applied == Array(1...count), "in order")
                 #expect(
                     try instance.sql("select count(*) from todos where title = 't' || id") == ["\(count)"], "with its content")
+            }
+        }
+    }
+
+    /// Drains `log` with `outbox sync` runs SIGKILLed at moments drawn from `seed` (the machine's speed
+    /// still decides what each one hits), one acknowledgement lost on the way; returns the kills.
+    static func drainWithKills(_ log: String, _ instance: Instance, seed: UInt64, transport: String = "postgrest")
+        async throws -> Int
+    {
+        let environment = ["OUTBOX_ACCESS_TOKEN": try instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
+        // A lost acknowledgement too: the stand-in commits one request and drops its connection.
+        try await instance.fault([["latency": 0.01], ["drop": true]])
+        let random = SeededRandomSource(seed: seed)
+        var kills = 0
+        var finished = false
+        for attempt in 0..<60 where !finished {
+            let delay = attempt < 8 ? 0.05 + Double(random.next() % 550) / 1000 : nil
+            let run = try outbox(
+                ["sync", log, "--url", instance.url.absoluteString, "--transport", transport, "--batch", "7"],
+                environment: environment, killAfter: delay)
+            if run.reason == .uncaughtSignal { kills += 1 } else if run.status == 0 { finished = true }
+        }
+        #expect(finished, "the drain finished")
+        #expect(kills > 0, "some runs were killed")
+        return kills
+    }
+
+    // Issue 16: increments through the contract, the client killed at random moments during the
+    // drain: each counter equals its number of increments, exactly, from the database's own record.
+    @Test func incrementsByKilledClientsCountOnce() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { log in
+                var configuration = OutboxConfiguration(autoSync: false)
+                configuration.clock = ManualClock()
+                let client = try OutboxClient.open(path: log, configuration: configuration)
+                try await client.settleSession(user: "alice", accessToken: nil)
+                var expected: [Int: Int] = [:]
+                var writes: [Write] = []
+                for n in 0..<150 {
+                    let counter = (n * 3) % 7 + 1
+                    expected[counter, default: 0] += 1
+                    writes.append(.custom("bump", table: "counters", key: ["id": .int(Int64(counter))], body: [:]))
+                }
+                _ = try await client.enqueue(contentsOf: writes)
+                client.close()
+                let kills = try await Self.drainWithKills(log, instance, seed: 16, transport: "contract")
+                let counts = try instance.sql("select id, n from counters order by id")
+                #expect(counts == expected.keys.sorted().map { "\($0)|\(expected[$0]!)" }, "\(counts) after \(kills) kills")
+                #expect(try instance.sql("select count(*) from applied where tbl = 'counters'") == ["150"], "each once")
             }
         }
     }

@@ -4,8 +4,8 @@ import OutboxHTTP
 import Testing
 
 /// One set of tests for every transport (the simulated instance, the PostgREST transport through the
-/// stand-in into PostgreSQL; the contract transport joins it when it exists): the same writes get the
-/// same outcomes, whatever carries them.
+/// stand-in into PostgreSQL, the contract transport through the stand-in into the reference
+/// instance): the same writes get the same outcomes, whatever carries them.
 @Suite("Transport conformance")
 struct TransportConformanceTests {
     /// A server and the transport to it, as the tests drive them.
@@ -17,7 +17,7 @@ struct TransportConformanceTests {
     }
 
     enum Kind: String, CaseIterable, Sendable {
-        case simulated, postgrest
+        case simulated, postgrest, contract
     }
 
     /// Runs `body` with a fresh subject of `kind`, and stops what it started.
@@ -31,6 +31,14 @@ struct TransportConformanceTests {
             try await Instance.with { instance in
                 let transport = try PostgRESTTransport(
                     url: instance.url, apiKey: instance.apiKey, tables: ["lists": ["id"], "todos": ["id"]], timeout: 20)
+                try await body(
+                    Subject(
+                        transport: transport, token: try instance.token("alice"),
+                        loseNextAcknowledgement: { try await instance.fault([["drop": true]]) }))
+            }
+        case .contract:
+            try await Instance.with { instance in
+                let transport = try ContractTransport(url: instance.url, apiKey: instance.apiKey, timeout: 20)
                 try await body(
                     Subject(
                         transport: transport, token: try instance.token("alice"),
