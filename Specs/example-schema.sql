@@ -63,9 +63,11 @@ declare
   headers json := coalesce(current_setting('request.headers', true), '{}')::json;
   changed record := case when tg_op = 'DELETE' then old else new end;
 begin
+  -- The reference instance names the one write it applies; PostgREST requests carry the headers.
   insert into public.applied (tbl, op, row_id, owner, outbox_write, outbox_origin)
-  values (tg_table_name, lower(tg_op), changed.id, changed.owner, headers ->> 'x-outbox-write',
-          headers ->> 'x-outbox-origin');
+  values (tg_table_name, lower(tg_op), changed.id, changed.owner,
+          coalesce(nullif(current_setting('outbox.write', true), ''), headers ->> 'x-outbox-write'),
+          coalesce(nullif(current_setting('outbox.origin', true), ''), headers ->> 'x-outbox-origin'));
   return null;
 end
 $$;

@@ -453,6 +453,8 @@ begin
     return earlier.answer || jsonb_build_object('replayed', true);
   end if;
 
+  -- The write being applied, for the app's own triggers (an audit trail): `outbox.origin`, `outbox.write`.
+  perform set_config('outbox.origin', _push_one.origin, true), set_config('outbox.write', wid::text, true);
   select * into reg from outbox.tables t where t.api_name = w ->> 'table';
   if op = 'custom' then
     select * into mutation from outbox.mutations m where m.name = w ->> 'name';
@@ -511,6 +513,7 @@ declare
   atomic boolean := coalesce((batch ->> 'atomic')::boolean, false);
   verdicts jsonb := '[]';
   verdict jsonb;
+  unapplied jsonb := '[]';
   reg outbox.tables;
   keys jsonb;
   culprit jsonb;
@@ -552,8 +555,19 @@ begin
   end loop;
 
   if not atomic then
+    -- A write whose dependency earlier in the batch was not applied is skipped: the client sends it
+    -- again once that one is settled.
     for i in 0 .. jsonb_array_length(writes) - 1 loop
-      verdicts := verdicts || jsonb_build_array(outbox._push_one(origin, writes -> i, caller, false));
+      if exists (select from jsonb_array_elements(coalesce(writes -> i -> 'dependsOn', '[]')) d
+                  where d in (select jsonb_array_elements(unapplied))) then
+        verdict := jsonb_build_object('verdict', 'skipped', 'id', writes -> i -> 'id', 'replayed', false);
+      else
+        verdict := outbox._push_one(origin, writes -> i, caller, false);
+      end if;
+      if verdict ->> 'verdict' not in ('accepted', 'merged', 'conflicted') then
+        unapplied := unapplied || jsonb_build_array(writes -> i -> 'id');
+      end if;
+      verdicts := verdicts || jsonb_build_array(verdict);
     end loop;
     return jsonb_build_object('version', 1, 'verdicts', verdicts, 'aborted', false);
   end if;

@@ -102,6 +102,9 @@ public struct ContractTransport: OutboxTransport {
             if index > 0 { text(",") }
             text("{")
             if let base = write.baseVersion { text("\"baseVersion\":\(base),") }
+            if !write.dependsOn.isEmpty {
+                text("\"dependsOn\":[\(write.dependsOn.map { "\($0.rawValue)" }.joined(separator: ","))],")
+            }
             text("\"body\":")
             out.append(contentsOf: write.bodyJSON)
             text(",\"id\":\(write.id.rawValue),\"idempotencyKey\":\"\(write.idempotencyKey)\",\"key\":")
@@ -158,6 +161,7 @@ public struct ContractTransport: OutboxTransport {
         }
         switch string("verdict") {
         case "accepted": return .accepted
+        case "skipped": return .skipped
         case "merged": return .merged(fields: strings("fields"))
         case "conflicted":
             guard let sibling = string("siblingId") else { return nil }

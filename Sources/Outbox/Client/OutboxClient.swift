@@ -111,6 +111,13 @@ public final class OutboxClient: Sendable {
         if isClosedNow { throw OutboxError(.closed, "the outbox client is closed") }
     }
 
+    /// The log's origin: with a write's id, it names that write on every server (the
+    /// `X-Outbox-Origin` header, the contract's `origin`) however often its key is renewed.
+    public func origin() throws -> Origin {
+        try checkOpen()
+        return try log.read { try $0.origin() }
+    }
+
     // MARK: - Session
 
     /// The user new writes belong to, if one is signed in.
