@@ -253,14 +253,15 @@ extension PostgRESTTransportTests {
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
-                try await instance.fault([["latency": 15]])
+                try await instance.fault([["latency": 120]])
                 let started = Date()
                 let pass = Task { try await client.sync() }
-                // Wait (at most 10 s) until the stand-in holds the request.
-                while try await instance.requests().isEmpty, Date().timeIntervalSince(started) < 10 { await Task.yield() }
+                // Wait (at most 60 s: CI runs suites side by side on 2 cores) until the stand-in holds the request.
+                while try await instance.requests().isEmpty, Date().timeIntervalSince(started) < 60 { await Task.yield() }
+                #expect(try await !instance.requests().isEmpty, "the request reached the stand-in")
                 await client.disableNetwork()
                 let report = try await pass.value
-                // Not waited out: the stand-in would have answered accepted after its 15 s.
+                // Not waited out: the stand-in would have answered accepted after its 120 s.
                 #expect(report.stoppedBy?.kind == .network && report.syncedCount == 0)
                 #expect(try await client.queue.all().first?.state == .pending)
                 await client.enableNetwork()
