@@ -250,3 +250,41 @@ extension ContractTransportTests {
         }
     }
 }
+
+extension ContractTransportTests {
+    // R9.5: a write made outside the outbox (a server job) keeps the versions up, so a stale edit of
+    // the field it changed conflicts and one of another field merges; a table registered strict blocks
+    // a stale edit (conflictUnresolved) instead of merging; a batch over the instance's cap of 64 is
+    // refused as a whole (413) and split by the library until it fits (R4.5), and every write lands.
+    @Test func serverWritesStrictTablesAndTheBatchCap() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let phone = try await Self.client(path, instance, batchSize: 100)
+                _ = try await phone.enqueue(
+                    contentsOf: (1...70).map {
+                        .insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": .string("t\($0)")])
+                    })
+                let capped = try await phone.sync()
+                #expect(capped.syncedCount == 70 && capped.rejectedCount == 0, "\(Self.kinds(capped))")
+                #expect(try instance.sql("select count(*) from todos") == ["70"])
+
+                try instance.sql("update todos set title = 'from a server job' where id = 1")
+                #expect(try instance.sql("select version, field_versions ->> 'title' from todos where id = 1") == ["2|2"])
+                try await phone.enqueue(.update("todos", key: ["id": 1], set: ["title": "mine"], baseVersion: 1))
+                try await phone.enqueue(.update("todos", key: ["id": 1], set: ["done": true], baseVersion: 1))
+                #expect(Self.kinds(try await phone.sync()) == ["conflicted", "merged"])
+                #expect(try instance.sql("select title, done from todos where id = 1") == ["from a server job|t"])
+
+                try instance.sql("select outbox.register('public.lists', mode => 'strict')")
+                try await phone.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
+                try await phone.enqueue(.update("lists", key: ["id": 7], set: ["name": "Food"], baseVersion: 1))
+                try await phone.enqueue(.update("lists", key: ["id": 7], set: ["name": "Stale"], baseVersion: 1))
+                #expect(Self.kinds(try await phone.sync()) == ["accepted", "accepted", "blocked"])
+                let stale = try await phone.queue.all().last
+                #expect(stale?.state == .blocked(.conflictUnresolved, refusal: Refusal(code: "version_conflict", fields: ["name"])))
+                #expect(try instance.sql("select name from lists") == ["Food"])
+                phone.close()
+            }
+        }
+    }
+}
