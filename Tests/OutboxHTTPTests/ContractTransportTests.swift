@@ -281,7 +281,8 @@ extension ContractTransportTests {
                 try await phone.enqueue(.update("lists", key: ["id": 7], set: ["name": "Stale"], baseVersion: 1))
                 #expect(Self.kinds(try await phone.sync()) == ["accepted", "accepted", "blocked"])
                 let stale = try await phone.queue.all().last
-                #expect(stale?.state == .blocked(.conflictUnresolved, refusal: Refusal(code: "version_conflict", fields: ["name"])))
+                #expect(
+                    stale?.state == .blocked(.conflictUnresolved, refusal: Refusal(code: "version_conflict", fields: ["name"])))
                 #expect(try instance.sql("select name from lists") == ["Food"])
                 phone.close()
             }
