@@ -59,6 +59,10 @@ create table if not exists outbox.tables (
   owner_column text not null,
   mode text not null check (mode in ('merge', 'strict'))
 );
+-- Made once by register: the key columns sorted, and the SQL that finds a row by its key.
+alter table outbox.tables add column if not exists sorted_keys text[];
+alter table outbox.tables add column if not exists key_match text;    -- (t.a, t.b) = (k.a, k.b)
+alter table outbox.tables add column if not exists read_sql text;     -- the caller's row by key, FOR UPDATE
 
 create table if not exists outbox.keys (
   idem_key text primary key,
@@ -156,6 +160,14 @@ language sql stable set search_path = pg_catalog, pg_temp as $$
   end
 $$;
 
+-- `where` for the row a key names: `(t.a, t.b) = (k.a, k.b)`, with `k` the key as a record.
+drop function if exists outbox.key_match(outbox.tables);  -- an earlier install's
+create or replace function outbox.key_match(key_columns text[]) returns text language sql immutable
+set search_path = pg_catalog, pg_temp as $$
+  select format('(%s) = (%s)', string_agg(format('t.%I', c), ', '), string_agg(format('k.%I', c), ', '))
+    from unnest(key_columns) c
+$$;
+
 -- Registers a table: checks its shape, adds `version` and `field_versions` when missing, and installs
 -- the trigger that keeps them up for writes made outside the outbox.
 create or replace function outbox.register(tbl regclass, api_name text default null, mode text default 'merge',
@@ -182,10 +194,16 @@ begin
                  ' add column if not exists field_versions jsonb not null default ''{}''', qualified);
   select array_agg(attname::text order by attnum) into cols from pg_attribute
    where attrelid = tbl and attnum > 0 and not attisdropped and attname not in ('version', 'field_versions');
-  insert into outbox.tables values (reg_name, tbl, qualified, keys, cols, owner_column, mode)
+  insert into outbox.tables (api_name, rel, qualified, key_columns, columns, owner_column, mode, sorted_keys, key_match,
+                             read_sql)
+    values (reg_name, tbl, qualified, keys, cols, owner_column, mode, array(select k from unnest(keys) k order by k),
+            outbox.key_match(keys),
+            format('select to_jsonb(t) from %s t, jsonb_populate_record(null::%s, $1) k where %s and t.%I::text = $2'
+                   ' for update of t', qualified, qualified, outbox.key_match(keys), owner_column))
     on conflict on constraint tables_pkey do update
       set rel = excluded.rel, qualified = excluded.qualified, key_columns = excluded.key_columns,
-          columns = excluded.columns, owner_column = excluded.owner_column, mode = excluded.mode;
+          columns = excluded.columns, owner_column = excluded.owner_column, mode = excluded.mode,
+          sorted_keys = excluded.sorted_keys, key_match = excluded.key_match, read_sql = excluded.read_sql;
   execute format('drop trigger if exists outbox_track on %s', qualified);
   execute format('create trigger outbox_track before insert or update or delete on %s'
                  ' for each row execute function outbox.track(%L)', qualified, reg_name);
@@ -253,13 +271,6 @@ begin
 end
 $$;
 
--- `where` for the row a key names: `(t.a, t.b) = (k.a, k.b)`, with `k` the key as a record.
-create or replace function outbox.key_match(reg outbox.tables) returns text language sql immutable
-set search_path = pg_catalog, pg_temp as $$
-  select format('(%s) = (%s)', string_agg(format('t.%I', c), ', '), string_agg(format('k.%I', c), ', '))
-    from unnest(reg.key_columns) c
-$$;
-
 -- The verdict on one write, applied (non-atomic: inside the caller's savepoint). Raises the errors
 -- PostgreSQL raises; the caller maps them.
 create or replace function outbox._apply(reg outbox.tables, w jsonb, caller text, origin text, atomic boolean)
@@ -285,8 +296,7 @@ declare
   inserted jsonb;
 begin
   if jsonb_typeof(row_key) is distinct from 'object' or jsonb_typeof(body) is distinct from 'object'
-     or (select array_agg(k order by k) from jsonb_object_keys(row_key) k)
-        is distinct from (select array_agg(k order by k) from unnest(reg.key_columns) k) then
+     or array(select k from jsonb_object_keys(row_key) k order by k) is distinct from reg.sorted_keys then
     return outbox.refused(400, 'OB400', format('the key must name the key columns of %s (%s), and the body be an object',
                                                 reg.api_name, array_to_string(reg.key_columns, ', ')), reg.key_columns);
   end if;
@@ -301,9 +311,10 @@ begin
     end if;
   end loop;
 
-  execute format('select to_jsonb(t) from %s t, jsonb_populate_record(null::%s, $1) k where %s and t.%I::text = $2'
-                 ' for update of t', reg.qualified, reg.qualified, outbox.key_match(reg), reg.owner_column)
-    into current_row using row_key, caller;
+  -- An insert does not read first: a row already there (anyone's) is the unique violation it raises.
+  if op <> 'insert' then
+    execute reg.read_sql into current_row using row_key, caller;
+  end if;
 
   if current_row is null then
     if op = 'delete' then
@@ -337,9 +348,6 @@ begin
     return jsonb_build_object('verdict', 'accepted', 'version', new_version);
   end if;
 
-  if op = 'insert' then
-    return outbox.refused(409, '23505', format('a row of %s with this key exists', reg.api_name), reg.key_columns);
-  end if;
   current_version := (current_row ->> 'version')::bigint;
   stamps := coalesce(current_row -> 'field_versions', '{}');
   row_floor := coalesce((stamps ->> '*')::bigint, 1);
@@ -374,7 +382,7 @@ begin
   new_version := current_version + 1;
   if op = 'delete' then
     execute format('delete from %s t using jsonb_populate_record(null::%s, $1) k where %s', reg.qualified,
-                   reg.qualified, outbox.key_match(reg))
+                   reg.qualified, reg.key_match)
       using row_key;
     return jsonb_build_object('verdict', 'accepted', 'version', new_version);
   end if;
@@ -387,7 +395,7 @@ begin
   assignments := (select string_agg(format('%I = p.%I', c, c), ', ') from unnest(setting) c);
   execute format('update %s t set %sversion = $2, field_versions = $3 from jsonb_populate_record(null::%s, $1) p,'
                  ' jsonb_populate_record(null::%s, $4) k where %s',
-                 reg.qualified, coalesce(assignments || ', ', ''), reg.qualified, reg.qualified, outbox.key_match(reg))
+                 reg.qualified, coalesce(assignments || ', ', ''), reg.qualified, reg.qualified, reg.key_match)
     using body, new_version, stamps, row_key;
   if base is not null and base < current_version then
     return jsonb_build_object('verdict', 'merged', 'fields', to_jsonb(array(select jsonb_object_keys(body))),
@@ -541,11 +549,13 @@ begin
   -- rows in key order (best effort: a table whose keys do not read as its key columns is skipped).
   for reg in select t.* from outbox.tables t
               where t.api_name in (select w ->> 'table' from jsonb_array_elements(writes) w) order by t.api_name loop
+    -- (An insert locks nothing up front: a row already there is its unique violation.)
     keys := (select jsonb_agg(w -> 'key') from jsonb_array_elements(writes) w
-              where w ->> 'table' = reg.api_name and jsonb_typeof(w -> 'key') = 'object');
+              where w ->> 'table' = reg.api_name and w ->> 'op' <> 'insert' and jsonb_typeof(w -> 'key') = 'object');
+    continue when keys is null;
     begin
       execute format('select 1 from %s t join jsonb_populate_recordset(null::%s, $1) k on %s where t.%I::text = $2'
-                     ' order by %s for update of t', reg.qualified, reg.qualified, outbox.key_match(reg),
+                     ' order by %s for update of t', reg.qualified, reg.qualified, reg.key_match,
                      reg.owner_column, (select string_agg(format('t.%I', c), ', ') from unnest(reg.key_columns) c))
         using keys, caller;
     exception when others then
@@ -621,7 +631,7 @@ begin
     raise exception 'table % is not registered with the outbox', outbox_row."table" using errcode = '42P01';
   end if;
   execute format('select to_jsonb(t) - ''field_versions'' from %s t, jsonb_populate_record(null::%s, $1) k'
-                 ' where %s and t.%I::text = $2', reg.qualified, reg.qualified, outbox.key_match(reg), reg.owner_column)
+                 ' where %s and t.%I::text = $2', reg.qualified, reg.qualified, reg.key_match, reg.owner_column)
     into found_row using key, caller;
   if found_row is null then
     select t.version into tomb from outbox.tombstones t where t.api_name = reg.api_name and t.key = outbox_row.key
@@ -655,3 +665,14 @@ grant usage on schema outbox to authenticated;
 grant execute on function outbox.caller() to authenticated;
 grant execute on function public.outbox_push(jsonb), public.outbox_row(text, jsonb), public.outbox_sibling(uuid)
   to authenticated;
+
+-- An upgrade: the tables registered by an earlier install are registered again (the SQL made for each).
+do $$
+declare
+  reg outbox.tables;
+begin
+  for reg in select * from outbox.tables loop
+    perform outbox.register(reg.rel, reg.api_name, reg.mode, reg.owner_column);
+  end loop;
+end
+$$;
