@@ -425,25 +425,10 @@ func cpuSeconds() -> Double {
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }
 
-/// Runs `scripts/instance ARGUMENTS`; its output, or nil when it failed.
-/// Runs one SQL statement with psql; its output, trimmed (rows `|`-separated), or nil.
-func psql(_ databaseURL: String, _ statement: String) -> String? {
+/// Runs `executable ARGUMENTS`; its standard output, or nil when it could not run or failed.
+func output(of executable: String, _ arguments: [String]) -> String? {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
-    process.arguments = [databaseURL, "-X", "-q", "-A", "-t", "-c", statement]
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return nil }
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { return nil }
-    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-}
-
-func instanceScript(_ arguments: [String]) -> String? {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath + "/scripts/instance")
+    process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     let out = Pipe()
     process.standardOutput = out
@@ -452,6 +437,17 @@ func instanceScript(_ arguments: [String]) -> String? {
     let data = out.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return process.terminationStatus == 0 ? String(decoding: data, as: UTF8.self) : nil
+}
+
+/// Runs one SQL statement with psql; its output, trimmed (rows `|`-separated), or nil.
+func psql(_ databaseURL: String, _ statement: String) -> String? {
+    output(of: "/usr/bin/psql", [databaseURL, "-X", "-q", "-A", "-t", "-c", statement])?.trimmingCharacters(
+        in: .whitespacesAndNewlines)
+}
+
+/// Runs `scripts/instance ARGUMENTS`; its output, or nil when it failed.
+func instanceScript(_ arguments: [String]) -> String? {
+    output(of: FileManager.default.currentDirectoryPath + "/scripts/instance", arguments)
 }
 
 // 11. Drain to PostgreSQL through the PostgREST stand-in over loopback (a real database, real HTTP):
