@@ -410,3 +410,54 @@ extension PostgRESTTransportTests {
         }
     }
 }
+
+extension PostgRESTTransportTests {
+    // Issue 15: clearLocalData (of the session's user) and close() cancel a request in flight; it is
+    // not waited out (the stand-in holds it 120 s, the transport's timeout is 100 s), and after close
+    // the write is still queued, uncharged, and goes once.
+    @Test func clearingAndClosingCancelARequestInFlight() async throws {
+        try await Instance.with { instance in
+            func held(_ client: OutboxClient) async throws -> (Task<SyncReport, any Error>, Date) {
+                try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
+                let before = try await instance.requests().count
+                try await instance.fault([["latency": 120]])
+                let started = Date()
+                let pass = Task { try await client.sync() }
+                while try await instance.requests().count == before, Date().timeIntervalSince(started) < 60 {
+                    await Task.yield()
+                }
+                return (pass, started)
+            }
+            try await withTemporaryLog { path in
+                let transport = try PostgRESTTransport(
+                    url: instance.url, apiKey: instance.apiKey, tables: ["todos": ["id"]], timeout: 100)
+                let client = try OutboxClient.open(
+                    path: path, transport: transport, configuration: OutboxConfiguration(autoSync: false))
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                let (pass, started) = try await held(client)
+                try await client.clearLocalData(user: "alice")
+                let report = try await pass.value
+                #expect(report.syncedCount == 0 && Date().timeIntervalSince(started) < 90, "cancelled, not waited out")
+                #expect(try await client.queue.all().isEmpty)
+                client.close()
+            }
+            try await withTemporaryLog { path in
+                let transport = try PostgRESTTransport(
+                    url: instance.url, apiKey: instance.apiKey, tables: ["todos": ["id"]], timeout: 100)
+                let client = try OutboxClient.open(
+                    path: path, transport: transport, configuration: OutboxConfiguration(autoSync: false))
+                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                let (pass, started) = try await held(client)
+                client.close()
+                _ = try? await pass.value
+                #expect(Date().timeIntervalSince(started) < 90, "cancelled, not waited out")
+                let again = try OutboxClient.open(
+                    path: path, transport: transport, configuration: OutboxConfiguration(autoSync: false))
+                try await again.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                #expect(try await again.queue.all().map(\.refusals) == [0], "still queued, uncharged")
+                #expect(try await again.sync().syncedCount == 1)
+                again.close()
+            }
+        }
+    }
+}
