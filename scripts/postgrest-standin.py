@@ -475,7 +475,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             sql.SQL(", ").join(sql.SQL("{} => %s").format(sql.Identifier(k)) for k in arguments))
         cur.execute(call, [json.dumps(v) if isinstance(v, (dict, list)) else v for v in arguments.values()])
         value = cur.fetchone()[0]
-        return (204, None, {}) if returns_void else (200, value, {})
+        # A function's NULL is the JSON `null` (PostgREST answers it so), not an empty body.
+        return (204, None, {}) if returns_void else (200, b"null" if value is None else value, {})
 
 
 LOCAL = threading.local()

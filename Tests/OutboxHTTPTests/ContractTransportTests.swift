@@ -80,6 +80,23 @@ struct ContractTransportTests {
                     #expect(
                         try instance.sql("select body ->> 'title', server_version from outbox.siblings where id = '\(sibling)'")
                             == ["Rye|3"])
+                    // The app reads its sibling through the API; another user reads nothing.
+                    func readSibling(as user: String) async throws -> JSONValue? {
+                        let response = try await URLSessionHTTPClient().send(
+                            HTTPRequest(
+                                method: "POST", url: instance.url.appendingPathComponent("rpc/outbox_sibling"),
+                                headers: [
+                                    "Authorization": "Bearer " + (try instance.token(user)), "apikey": instance.apiKey,
+                                    "Content-Type": "application/json",
+                                ], body: Data(#"{"id":"\#(sibling)"}"#.utf8)), timeout: 10)
+                        return try JSONText.parse(String(decoding: response.body, as: UTF8.self))
+                    }
+                    guard case .object(let held)? = try await readSibling(as: "alice") else {
+                        Issue.record("no sibling")
+                        return
+                    }
+                    #expect(held["body"] == ["title": "Rye"] && held["baseVersion"] == 2 && held["fields"] == ["title"])
+                    #expect(try await readSibling(as: "bob") == .null)
 
                     // A lost acknowledgement: applied once, answered again as replayed.
                     try await phone.enqueue(.insert(into: "todos", key: ["id": 4], body: ["title": "Bread"]))

@@ -107,6 +107,43 @@ struct SyncCommandTests {
         }
     }
 
+    // Issue 16: `outbox enqueue --base-version N` queues a write made on version N, and `outbox sync
+    // --transport contract` sends it to the reference instance: merged or conflicted by what changed.
+    @Test func enqueueWithABaseVersionAndSyncThroughTheContract() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { log in
+                func enqueue(_ extra: [String]) throws -> Run {
+                    try Self.outbox(["enqueue", log, "--user", "alice", "--table", "todos", "--key", #"{"id":1}"#] + extra)
+                }
+                #expect(try enqueue(["--op", "insert", "--body", #"{"title":"Milk"}"#]).status == 0)
+                #expect(try enqueue(["--op", "update", "--body", #"{"done":true}"#, "--base-version", "1"]).status == 0)
+                #expect(try enqueue(["--op", "update", "--body", #"{"title":"Oat"}"#, "--base-version", "1"]).status == 0)
+                #expect(try enqueue(["--op", "update", "--body", #"{"title":"Rye"}"#, "--base-version", "2"]).status == 0)
+                let bad = try enqueue(["--op", "update", "--body", "{}", "--base-version", "0"])
+                #expect(bad.status == 2 && bad.stderr.contains("--base-version"))
+                let environment = ["OUTBOX_ACCESS_TOKEN": try instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
+                let run = try Self.outbox(
+                    ["sync", log, "--url", instance.url.absoluteString, "--transport", "contract", "--json"],
+                    environment: environment)
+                #expect(run.status == 0, "\(run.stderr)")
+                guard case .object(let report)? = try? JSONText.parse(run.stdout), case .array(let verdicts)? = report["verdicts"]
+                else {
+                    Issue.record("no report: \(run.stdout)")
+                    return
+                }
+                let kinds = verdicts.compactMap { verdict -> String? in
+                    guard case .object(let fields) = verdict, case .string(let kind)? = fields["verdict"] else { return nil }
+                    return kind
+                }
+                #expect(kinds == ["accepted", "accepted", "merged", "conflicted"])
+                #expect(try instance.sql("select title, done, version from todos") == ["Oat|t|3"])
+                let unknown = try Self.outbox(
+                    ["sync", log, "--url", instance.url.absoluteString, "--transport", "graphql"], environment: environment)
+                #expect(unknown.status == 2 && unknown.stderr.contains("postgrest and contract"))
+            }
+        }
+    }
+
     /// Drains `log` with `outbox sync` runs SIGKILLed at moments drawn from `seed` (the machine's speed
     /// still decides what each one hits), one acknowledgement lost on the way; returns the kills.
     static func drainWithKills(_ log: String, _ instance: Instance, seed: UInt64, transport: String = "postgrest")
