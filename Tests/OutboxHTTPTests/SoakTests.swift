@@ -37,7 +37,9 @@ struct SoakTests {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         var devices = (0..<4).map { Device(path: root + "/device\($0)", user: $0 < 2 ? "alice" : "bob") }
-        var counts = (steps: 0, writes: 0, syncs: 0, kills: 0, standin: 0, database: 0, releases: 0, withdraws: 0)
+        var counts = (
+            steps: 0, writes: 0, syncs: 0, kills: 0, standin: 0, database: 0, releases: 0, withdraws: 0, discards: 0
+        )
         try await Instance.with { instance in
             let started = Date()
             while Date().timeIntervalSince(started) < seconds {
@@ -64,9 +66,14 @@ struct SoakTests {
                     if killed { counts.kills += 1 }
                     if restart == "restart-database" { counts.database += 1 } else if restart != nil { counts.standin += 1 }
                 case 85..<90:
+                    // The app settles what it was shown: blocked writes released, dead ones discarded.
                     try await Self.withClient(device, instance) { client in
                         for write in try await client.queue.all() {
-                            if case .blocked = write.state, try await client.queue.release(write.id) { counts.releases += 1 }
+                            switch write.state {
+                            case .blocked: if try await client.queue.release(write.id) { counts.releases += 1 }
+                            case .dead: if try await client.queue.discard(write.id, withDependents: true) { counts.discards += 1 }
+                            default: break
+                            }
                         }
                     }
                 default:
@@ -100,7 +107,8 @@ struct SoakTests {
             print(
                 "soak: seed \(seed), \(Int(Date().timeIntervalSince(started))) s, \(counts.steps) steps, \(counts.writes) writes (\(summary)), "
                     + "\(counts.syncs) syncs, \(counts.kills) kills, \(counts.standin) stand-in and \(counts.database) database restarts, "
-                    + "\(counts.releases) releases, \(counts.withdraws) withdraws, \(failures.count) failed")
+                    + "\(counts.releases) releases, \(counts.withdraws) withdraws, \(counts.discards) discards, \(failures.count) failed"
+            )
             if !failures.isEmpty {
                 print("reproduce: scripts/soak --seed \(seed) --seconds \(Int(seconds))")
                 for failure in failures.prefix(20) {
@@ -148,15 +156,15 @@ struct SoakTests {
         for _ in 0..<(1 + below(4)) {
             let todo: JSONValue = ["id": .int(base + Int64(1 + below(12)))]
             let version: Int64? = below(3) == 0 ? Int64(1 + below(4)) : nil
-            switch below(10) {
-            case 0, 1:
+            switch below(100) {
+            case 0..<12:
                 writes.append(.insert(into: "todos", key: todo, body: ["title": .string("t\(below(100))")]))
-            case 2, 3:
+            case 12..<32:
                 writes.append(.update("todos", key: todo, set: ["title": .string("u\(below(100))")], baseVersion: version))
-            case 4: writes.append(.update("todos", key: todo, set: ["done": .bool(below(2) == 0)], baseVersion: version))
-            case 5: writes.append(.upsert(into: "todos", key: todo, body: ["title": .string("s\(below(100))")]))
-            case 6: writes.append(.delete(from: "todos", key: todo, baseVersion: version))
-            case 7: writes.append(.insert(into: "todos", key: todo, body: ["title": ""]))  // refused 23514
+            case 32..<42: writes.append(.update("todos", key: todo, set: ["done": .bool(below(2) == 0)], baseVersion: version))
+            case 42..<67: writes.append(.upsert(into: "todos", key: todo, body: ["title": .string("s\(below(100))")]))
+            case 67..<72: writes.append(.delete(from: "todos", key: todo, baseVersion: version))
+            case 72..<75: writes.append(.insert(into: "todos", key: todo, body: ["title": ""]))  // refused 23514
             default:
                 writes.append(.custom("bump", table: "counters", key: ["id": .int(base + Int64(1 + below(4)))], body: [:]))
             }
