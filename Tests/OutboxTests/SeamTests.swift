@@ -75,3 +75,32 @@ import Testing
         }
     }
 }
+
+/// Errors an app shows and compares.
+@Suite struct ErrorTests {
+    // Every code has a value to compare with (`error == .alreadyOpen`), and each is its own.
+    @Test func everyCodeCanBeCompared() {
+        let values: [OutboxError] = [
+            .invalidWrite, .noUser, .notFound, .closed, .storage, .damaged, .alreadyOpen, .networkDisabled, .rowReadFailed,
+            .noTransport, .doesNotExist,
+        ]
+        #expect(Set(values.map(\.code.kind)) == Set(OutboxError.Code.Kind.allCases))
+        #expect(Set(values).count == values.count)
+    }
+
+    // `localizedDescription` is the outbox's sentence, not "The operation could not be completed".
+    @Test func theLocalizedDescriptionSaysWhatHappened() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            do {
+                _ = try await openClient(path)
+                Issue.record("a second open of the same log succeeded")
+            } catch {
+                #expect(error as? OutboxError == .alreadyOpen)
+                #expect(error.localizedDescription == (error as? OutboxError)?.message)
+                #expect(error.localizedDescription.contains(path) || error.localizedDescription.contains("open"))
+            }
+            client.close()
+        }
+    }
+}

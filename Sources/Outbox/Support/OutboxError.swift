@@ -1,3 +1,4 @@
+public import Foundation
 internal import OutboxLMDB
 
 /// An error of the outbox: what happened, to which file or write, and what to do. Never a server's
@@ -7,7 +8,7 @@ internal import OutboxLMDB
 public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The kind of error; new kinds may be added.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        enum Kind: String, Hashable, Sendable {
+        enum Kind: String, CaseIterable, Hashable, Sendable {
             case invalidWrite, noUser, notFound, closed, storage, damaged, alreadyOpen, networkDisabled
             case rowReadFailed, noTransport, doesNotExist
         }
@@ -65,6 +66,10 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let damaged = OutboxError(.damaged, "damaged")
     public static let networkDisabled = OutboxError(.networkDisabled, "network disabled")
     public static let rowReadFailed = OutboxError(.rowReadFailed, "row read failed")
+    public static let storage = OutboxError(.storage, "storage failed")
+    public static let alreadyOpen = OutboxError(.alreadyOpen, "already open")
+    public static let noTransport = OutboxError(.noTransport, "no transport")
+    public static let doesNotExist = OutboxError(.doesNotExist, "does not exist")
 
     static func invalid(_ reason: String) -> OutboxError {
         OutboxError(.invalidWrite, "invalid write: \(reason); nothing was written")
@@ -106,4 +111,9 @@ func storageErrors<R>(path: String, _ body: () throws -> R) throws -> R {
         throw OutboxError.damaged(
             path: path, "\(failure.reason); the log itself may be sound: its projections can be rebuilt from it")
     }
+}
+
+/// `localizedDescription` says what happened, in the outbox's own words (never "error 1").
+extension OutboxError: LocalizedError {
+    public var errorDescription: String? { message }
 }
