@@ -196,6 +196,9 @@ private struct Run {
         case .discard(let ref, let withDependents):
             let id = try lookUp(ref, step: index)
             await result { .bool(try await client.queue.discard(id, withDependents: withDependents)) }
+        case .cancel(let ref):
+            let id = try lookUp(ref, step: index)
+            await result { .bool(try await client.queue.cancel(id)) }
         case .withdraw(let ref):
             let id = try lookUp(ref, step: index)
             await result {

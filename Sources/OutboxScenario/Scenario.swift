@@ -42,6 +42,7 @@ public struct Scenario: Sendable {
         case releaseReason(BlockedReason)
         case discard(ref: String, withDependents: Bool)
         case withdraw(ref: String)
+        case cancel(ref: String)
         case takeAnswered
         case forgetAnswered
         case crash
@@ -62,6 +63,7 @@ public struct Scenario: Sendable {
             case .release, .releaseReason: return "release"
             case .discard: return "discard"
             case .withdraw: return "withdraw"
+            case .cancel: return "cancel"
             case .takeAnswered: return "takeAnswered"
             case .forgetAnswered: return "forgetAnswered"
             case .crash: return "crash"
@@ -206,6 +208,7 @@ extension Scenario {
             }
             action = .discard(ref: try ref(argument), withDependents: withDependents)
         case "withdraw": action = .withdraw(ref: try ref(argument))
+        case "cancel": action = .cancel(ref: try ref(argument))
         case "takeAnswered": action = .takeAnswered
         case "forgetAnswered": action = .forgetAnswered
         case "crash": action = .crash

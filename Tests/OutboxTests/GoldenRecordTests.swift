@@ -210,6 +210,8 @@ import Testing
                         WriteAnswer(.notSent(nil)),
                     ])))
         ])
+        // A write cancelled before anything sent it (R6.6).
+        groups.append([.writeCancelled(WriteCancelled(writeId: 16))])
         // Each group numbered from its own thousand: a case added to one enum adds a record at the end
         // of its group and moves no other record.
         return groups.enumerated().flatMap { group, events in

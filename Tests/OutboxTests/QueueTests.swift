@@ -291,3 +291,37 @@ final class RowTransport: OutboxTransport {
         #expect(AccessToken.subject(of: "a.b.c") == nil)
     }
 }
+
+@Suite("Cancel (R6.6)")
+struct CancelTests {
+    @Test("a write nothing has sent leaves the queue; its explicit dependents are refused unsent; its row goes on")
+    func cancelTakesAnUnsentWriteOut() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            let milk = try await client.enqueue(todo(1))
+            let follower = try await client.enqueue(.update("todos", key: ["id": 1], set: ["done": true]))
+            let dependent = try await client.enqueue(
+                .insert(into: "todos", key: ["id": 2], body: ["title": "x"], dependsOn: [milk]))
+            let other = try await client.enqueue(todo(3))
+            #expect(try await client.queue.cancel(milk))
+            await #expect(throws: OutboxError.notFound) { try await client.queue.cancel(milk) }
+            instance.script([.status(503)])
+            _ = try await client.sync()
+            #expect(try await client.queue.cancel(other) == false, "attempted: its fate is the instance's")
+            let report = try await client.sync()
+            #expect(report.syncedCount == 2)
+            #expect(instance.applied.map(\.id) == [follower, other])
+            let states = try await client.queue.all().map { ($0.id, $0.state.name) }
+            #expect(states.map(\.0) == [follower, dependent, other])
+            guard case .refused(let refusal)? = try await client.write(dependent)?.state else {
+                Issue.record("the dependent is not refused")
+                return
+            }
+            #expect(refusal.isFinal && refusal.reason == "the insert it waits for was cancelled")
+            #expect(try await client.queue.cancel(follower) == false, "answered")
+            #expect(try await client.history(of: milk).last?.event.type == .writeCancelled)
+            #expect(try await client.verify().isOK)
+        }
+    }
+}

@@ -64,6 +64,22 @@ public struct OutboxQueue: Sendable {
         return discarded
     }
 
+    /// Cancels a write nothing has sent yet: the app's undo. It leaves the queue; the writes that named
+    /// it in `dependsOn` are refused unsent (they would build on a write that never happens), while the
+    /// later writes to its row go on. Returns false once any attempt to send it was made (its fate is
+    /// then the instance's: wait for the verdict, or withdraw it); throws `notFound` for an id the queue
+    /// does not hold.
+    @discardableResult
+    public func cancel(_ id: WriteID) async throws -> Bool {
+        try client.checkOpen()
+        let user = try client.owner()
+        let cancelled = try await client.log.append { appender in
+            try QueueOperations.cancel(id, user: user, appender: &appender)
+        }
+        if cancelled { client.trigger(.released) }
+        return cancelled
+    }
+
     /// Sends a blocked, refused or dead write again on the next pass, under a fresh idempotency key; its
     /// refusal count is kept (R6.3). False for any other write (and for final refusals).
     @discardableResult

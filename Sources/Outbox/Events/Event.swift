@@ -18,6 +18,7 @@ public enum Event: Hashable, Sendable {
     case answersTaken(AnswersCleared)
     case answersForgotten(AnswersCleared)
     case localDataCleared(LocalDataCleared)
+    case writeCancelled(WriteCancelled)
 
     public var type: EventType {
         switch self {
@@ -39,6 +40,7 @@ public enum Event: Hashable, Sendable {
         case .answersTaken: return .answersTaken
         case .answersForgotten: return .answersForgotten
         case .localDataCleared: return .localDataCleared
+        case .writeCancelled: return .writeCancelled
         }
     }
 
@@ -61,6 +63,7 @@ public enum Event: Hashable, Sendable {
         case .writeWithdrawn(let p): return p
         case .writeDiscarded(let p): return p
         case .localDataCleared(let p): return p
+        case .writeCancelled(let p): return p
         case .answersTaken(let p), .answersForgotten(let p): return ClearedPayload(cleared: p)
         }
     }
@@ -93,6 +96,7 @@ public enum Event: Hashable, Sendable {
         case .answersTaken: return .answersTaken(try .decode(from: &reader))
         case .answersForgotten: return .answersForgotten(try .decode(from: &reader))
         case .localDataCleared: return .localDataCleared(try .decode(from: &reader))
+        case .writeCancelled: return .writeCancelled(try .decode(from: &reader))
         }
     }
 }

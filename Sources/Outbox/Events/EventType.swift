@@ -19,6 +19,7 @@ public enum EventType: UInt8, CaseIterable, Sendable {
     case answersTaken = 16
     case answersForgotten = 17
     case localDataCleared = 18
+    case writeCancelled = 19
 
     /// The stored name, as the tools print it.
     public var name: String { "\(self)" }

@@ -82,8 +82,8 @@ public enum OutboxEvent: Hashable, Sendable {
         var localChanged = false
         for event in recorded.map(\.event) {
             switch event {
-            case .writeQueued, .writeReleased, .writeWithdrawn, .writeDiscarded, .answersTaken, .answersForgotten,
-                .localDataCleared:
+            case .writeQueued, .writeReleased, .writeWithdrawn, .writeDiscarded, .writeCancelled, .answersTaken,
+                .answersForgotten, .localDataCleared:
                 localChanged = true
             case .verdictRecorded(let verdict):
                 let id = verdict.writeId

@@ -77,6 +77,8 @@ struct Projector<Store: ProjectionStore> {
             try remove(withdrawn.writeId)
         case .writeDiscarded(let discarded):
             try remove(discarded.writeId)
+        case .writeCancelled(let cancelled):
+            try remove(cancelled.writeId)
         case .answersTaken(let cleared), .answersForgotten(let cleared):
             for id in cleared.writes { try remove(id) }
         case .localDataCleared(let cleared):

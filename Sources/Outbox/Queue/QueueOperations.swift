@@ -116,6 +116,40 @@ enum QueueOperations {
         return true
     }
 
+    /// R6.6: a pending write never attempted leaves the queue; the writes that named it in `dependsOn`
+    /// (and theirs) are refused unsent; same-row followers go on, a cancelled write being settled.
+    static func cancel(_ id: WriteID, user: String, appender: inout Appender) throws -> Bool {
+        let entry = try ownedEntry(id, user: user, reader: appender.reader)
+        guard entry.state == .pending else { return false }
+        for sequence in try appender.reader.historySequences(of: id) {
+            if case .attemptStarted? = try appender.reader.record(sequence)?.event { return false }
+        }
+        let kind = try appender.reader.queuedEvent(of: id)?.operation ?? .custom("write")
+        try appender.append(.writeCancelled(WriteCancelled(writeId: id)))
+        var frontier = [id]
+        var refused = Set<WriteID>()
+        while let current = frontier.popLast() {
+            for dependent in try appender.reader.dependents(of: current) where !refused.contains(dependent) {
+                guard let queued = try appender.reader.queuedEvent(of: dependent), queued.dependsOn.contains(current),
+                    let waiting = try appender.reader.entry(dependent), !waiting.state.isAnswered,
+                    !waiting.state.isRefusedForGood
+                else { continue }
+                refused.insert(dependent)
+                frontier.append(dependent)
+            }
+        }
+        for dependent in refused.sorted() {
+            guard let waiting = try appender.reader.entry(dependent) else { continue }
+            try appender.append(
+                .verdictRecorded(
+                    VerdictRecorded(
+                        writeId: dependent, passId: nil,
+                        state: .refused(.unsent(because: "the \(kind) it waits for was cancelled")),
+                        refusals: waiting.refusals)))
+        }
+        return true
+    }
+
     /// Whether a write in this state may be released (R6.3): blocked, refused (unless final), dead.
     static func isReleasable(_ state: WriteState) -> Bool {
         switch state {

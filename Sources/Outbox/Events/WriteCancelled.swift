@@ -1,0 +1,16 @@
+/// The app cancelled a pending write that had never been sent (its undo, R6.6): it leaves the queue.
+public struct WriteCancelled: EventPayload {
+    static let type = EventType.writeCancelled
+    public var writeId: WriteID
+
+    public init(writeId: WriteID) { self.writeId = writeId }
+
+    func encode(into writer: inout ByteWriter) { writer.varint(writeId.rawValue) }
+
+    static func decode(from reader: inout ByteReader) throws -> WriteCancelled {
+        WriteCancelled(writeId: try reader.id())
+    }
+
+    var writeIDs: [WriteID] { [writeId] }
+    var jsonFields: [String: JSONValue] { ["writeId": .id(writeId)] }
+}
