@@ -139,6 +139,8 @@ struct SimulationRun {
     /// reason: every shape gives the workload of the integer keys the seeds were recorded with.
     let keyShape: RowKeyShape
     var keyRng: SplitMix
+    /// Draws for `cancel` (R6.6), apart from `rng` so that adding it moved no recorded seed's workload.
+    var cancelRng: SplitMix
     var stepIndex = 0
     var eventTexts: [Task<[String], Never>] = []
     var errorTexts: [String] = []
@@ -151,6 +153,7 @@ struct SimulationRun {
         var rng = SplitMix(state: seed)
         storageRng = SplitMix(state: seed ^ 0x504F_5745_524C_4F53)
         keyRng = SplitMix(state: seed ^ 0x524F_574B_4559_5321)
+        cancelRng = SplitMix(state: seed ^ 0x4341_4E43_454C_2121)
         keyShape = RowKeyShape.allCases[keyRng.below(RowKeyShape.allCases.count)]
         rates = FaultRates(&rng)
         transport = FaultyTransport(rng: SplitMix(state: rng.next()), rates: rates, clock: clock)
@@ -374,7 +377,7 @@ struct SimulationRun {
     }
 
     mutating func discard() async throws {
-        guard let write = try await pick({ ["refused", "dead"].contains($0.state.name) }) else { return }
+        guard let write = try await pick({ ["refused", "dead"].contains($0.state.name) }) else { return try await cancel() }
         let withDependents = rng.chance(0.5)
         let id = write.id
         let before = requestCount
@@ -382,6 +385,26 @@ struct SimulationRun {
         if try await call("discard", { outbox in try await outbox.queue.discard(id, withDependents: withDependents) }) == true {
             if removed[write.id] == nil {
                 removed[write.id] = Removal(applied: transport.instance.applied.count, request: before)
+            }
+            try noteRefusalsForGood(Removal(applied: appliedBefore, request: before))
+        }
+    }
+
+    /// With nothing to discard, now and then the app's undo of a pending write (R6.6): it leaves the
+    /// queue only when nothing has sent it, and takes the writes that named it in `dependsOn` with it.
+    mutating func cancel() async throws {
+        guard user != nil, cancelRng.chance(0.5),
+            let pending = try await call("all", { outbox in try await outbox.queue.all() })?.filter({ $0.state == .pending }),
+            !pending.isEmpty
+        else { return }
+        let id = pending[cancelRng.below(pending.count)].id
+        let before = requestCount
+        let appliedBefore = transport.instance.applied.count
+        if try await call("cancel", { outbox in try await outbox.queue.cancel(id) }) == true {
+            // The write left, and with it the rest of its atomic group, if it is in one.
+            let left = Set(pending.map(\.id)).subtracting(try await outbox.queue.all().map(\.id))
+            for gone in left where removed[gone] == nil {
+                removed[gone] = Removal(applied: transport.instance.applied.count, request: before)
             }
             try noteRefusalsForGood(Removal(applied: appliedBefore, request: before))
         }
@@ -534,8 +557,11 @@ struct SimulationRun {
                     if !write.waiting { failures.append("I8: write \(id) is still sendable after healing") }
                     // A write waits only behind one that still holds it: pending, refused (not for good),
                     // blocked or dead. Answered, taken out or refused for good hold nothing (R2.2, R3.1).
+                    // Its dependencies are the simulator's and the library's own: a row's earlier write
+                    // the instance applied from a duplicated copy after answering it blocked is settled
+                    // in the simulator's view, and still holds the row in the library's.
                     if let mine = writes[id], !mine.grouped,
-                        !mine.dependencies.contains(where: {
+                        !(mine.dependencies + write.dependsOn + write.follows).contains(where: {
                             held[$0].map { !$0.state.isAnswered && !$0.state.isRefusedForGood } ?? false
                         })
                     {

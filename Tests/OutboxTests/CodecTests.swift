@@ -51,6 +51,7 @@ let everyKindOfEvent: [Event] = {
         .writeReleased(WriteReleased(writeId: 1, idempotencyKey: key, reason: .failingAlone)),
         .writeWithdrawn(WriteWithdrawn(writeId: 1, row: ["id": 1, "title": "old"])),
         .writeDiscarded(WriteDiscarded(writeId: 1, withDependents: true)),
+        .writeCancelled(WriteCancelled(writeId: 2)),
         .answersTaken(AnswersCleared(writes: [1, 2])),
         .answersForgotten(AnswersCleared(writes: [3])),
         .localDataCleared(LocalDataCleared(user: "alice", writes: [4, 5])),

@@ -324,4 +324,19 @@ struct CancelTests {
             #expect(try await client.verify().isOK)
         }
     }
+
+    @Test("a write of an atomic group takes its whole group with it")
+    func cancelTakesTheGroup() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            let group = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)], atomic: true)
+            let after = try await client.enqueue(todo(4))
+            #expect(try await client.queue.cancel(group[1]))
+            #expect(try await client.queue.all().map(\.id) == [after])
+            #expect(try await client.sync().syncedCount == 1)
+            #expect(instance.applied.map(\.id) == [after])
+            #expect(try await client.verify().isOK)
+        }
+    }
 }

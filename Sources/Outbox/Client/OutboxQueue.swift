@@ -66,9 +66,9 @@ public struct OutboxQueue: Sendable {
 
     /// Cancels a write nothing has sent yet: the app's undo. It leaves the queue; the writes that named
     /// it in `dependsOn` are refused unsent (they would build on a write that never happens), while the
-    /// later writes to its row go on. Returns false once any attempt to send it was made (its fate is
-    /// then the instance's: wait for the verdict, or withdraw it); throws `notFound` for an id the queue
-    /// does not hold.
+    /// later writes to its row go on. A write of an atomic group takes its whole group with it. Returns
+    /// false once any attempt to send it was made (its fate is then the instance's: wait for the
+    /// verdict, or withdraw it); throws `notFound` for an id the queue does not hold.
     @discardableResult
     public func cancel(_ id: WriteID) async throws -> Bool {
         try client.checkOpen()

@@ -118,15 +118,19 @@ enum QueueOperations {
 
     /// R6.6: a pending write never attempted leaves the queue; the writes that named it in `dependsOn`
     /// (and theirs) are refused unsent; same-row followers go on, a cancelled write being settled.
+    /// A write of an atomic group takes the whole group with it: it was made to apply all or none.
     static func cancel(_ id: WriteID, user: String, appender: inout Appender) throws -> Bool {
         let entry = try ownedEntry(id, user: user, reader: appender.reader)
-        guard entry.state == .pending else { return false }
-        for sequence in try appender.reader.historySequences(of: id) {
-            if case .attemptStarted? = try appender.reader.record(sequence)?.event { return false }
+        let ids = entry.atomicGroup.map { group in (0..<UInt64(group.count)).map { WriteID(group.first.rawValue + $0) } } ?? [id]
+        for member in ids {
+            guard let held = try appender.reader.entry(member), held.state == .pending else { return false }
+            for sequence in try appender.reader.historySequences(of: member) {
+                if case .attemptStarted? = try appender.reader.record(sequence)?.event { return false }
+            }
         }
         let kind = try appender.reader.queuedEvent(of: id)?.operation ?? .custom("write")
-        try appender.append(.writeCancelled(WriteCancelled(writeId: id)))
-        var frontier = [id]
+        for member in ids { try appender.append(.writeCancelled(WriteCancelled(writeId: member))) }
+        var frontier = ids
         var refused = Set<WriteID>()
         while let current = frontier.popLast() {
             for dependent in try appender.reader.dependents(of: current) where !refused.contains(dependent) {
