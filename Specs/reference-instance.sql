@@ -29,10 +29,11 @@
 --   last version; a row created again continues above it.
 -- * The owner of every write is the caller (the JWT's `sub`), never a field of the request; another
 --   user's rows read as absent.
--- * Order and locks. A batch is one transaction, applied in order. Before anything is applied, every
---   existing row the batch names is locked, table by table in name order and row by row in key order,
---   so two devices writing the same rows queue instead of deadlocking. Each row is read FOR UPDATE,
---   so no update is lost.
+-- * Order and locks. A batch is one transaction, applied in order; a write whose dependency earlier in
+--   the batch was not applied is skipped. Before anything is applied, every existing row the batch's
+--   updates, upserts and deletes name is locked, table by table in name order and row by row in key
+--   order, so two devices writing the same rows queue instead of deadlocking. Each row is read FOR
+--   UPDATE, so no update is lost (an insert needs neither: a row already there is its unique violation).
 -- * A non-atomic batch gives each write a savepoint of its own (a refused write rolls back alone), and
 --   is capped at 64 writes, the subtransactions a transaction holds before PostgreSQL's cache
 --   overflows and slows every other session (413: the client splits the batch). An atomic batch is one
