@@ -339,4 +339,31 @@ struct CancelTests {
             #expect(try await client.verify().isOK)
         }
     }
+
+}
+
+@Suite("Following one write")
+struct LookUpTests {
+    // One write, and the writes of one row, as all() shows them; another user's or a gone write is nil.
+    @Test func oneWriteAndOneRowAreLookedUp() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            let first = try await client.enqueue(todo(1))
+            let other = try await client.enqueue(todo(2))
+            let second = try await client.enqueue(.update("todos", key: ["id": 1], set: ["done": true]))
+            #expect(try await client.queue.write(second)?.follows == [first])
+            #expect(try await client.queue.writes(table: "todos", key: ["id": 1]).map(\.id) == [first, second])
+            #expect(try await client.queue.writes(table: "lists", key: ["id": 1]).isEmpty)
+            try await client.sync()
+            #expect(try await client.queue.write(first)?.state == .accepted)
+            _ = try await client.queue.takeAnswered()
+            #expect(try await client.queue.write(other) == nil, "taken")
+            try await client.settleSession(user: "bob", accessToken: nil)
+            let bobs = try await client.enqueue(todo(1))
+            try await client.settleSession(user: "alice", accessToken: nil)
+            #expect(try await client.queue.write(bobs) == nil, "another user's")
+            #expect(try await client.queue.writes(table: "todos", key: ["id": 1]).isEmpty)
+        }
+    }
 }

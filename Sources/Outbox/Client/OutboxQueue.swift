@@ -12,6 +12,34 @@ public struct OutboxQueue: Sendable {
         return try client.log.read { try QueuedWrite.all(user: user, reader: $0) }
     }
 
+    /// One write of the current user's, as `all()` shows it, or nil when the queue does not hold it
+    /// (taken, discarded, withdrawn, cancelled, or another user's).
+    public func write(_ id: WriteID) async throws -> QueuedWrite? {
+        try client.checkOpen()
+        let user = try client.owner()
+        return try client.log.read { reader in
+            guard let entry = try reader.entry(id), entry.user == user else { return nil }
+            let session = try reader.session()
+            return try QueuedWrite.render(
+                id, entry, reader: reader, identityLatchedFor: session?.identityChanged == true ? session?.user : nil)
+        }
+    }
+
+    /// The current user's writes to one row (`table` and `key`), in id order: what the queue holds of
+    /// it, pending, answered, refused, blocked or dead. For an app that shows one row's sync state.
+    public func writes(table: String, key: JSONValue) async throws -> [QueuedWrite] {
+        try client.checkOpen()
+        let user = try client.owner()
+        return try client.log.read { reader in
+            var writes: [QueuedWrite] = []
+            try QueuedWrite.forEach(user: user, reader: reader) { write in
+                if write.table == table && write.key == key { writes.append(write) }
+                return true
+            }
+            return writes
+        }
+    }
+
     /// Clears the answered writes and returns them, in one step: two callers never both get one (R6.1).
     /// An answered write that an unanswered write depends on stays.
     public func takeAnswered() async throws -> [QueuedWrite] {
