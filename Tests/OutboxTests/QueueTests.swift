@@ -366,4 +366,33 @@ struct LookUpTests {
             #expect(try await client.queue.writes(table: "todos", key: ["id": 1]).isEmpty)
         }
     }
+
+    // The app's spinner on one row: settled(id) returns once the write has an outcome.
+    @Test func settledWaitsForTheOutcome() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            let id = try await client.enqueue(todo(1))
+            let waiting = Task { try await client.settled(id) }
+            instance.script([.status(503)])
+            _ = try await client.sync()
+            _ = try await client.sync()
+            #expect(try await waiting.value?.state == .accepted)
+            #expect(try await client.settled(id)?.state == .accepted, "already settled")
+            await #expect(throws: OutboxError.notFound) { try await client.settled(WriteID(99)) }
+
+            let cancelled = try await client.enqueue(todo(2))
+            let gone = Task { try await client.settled(cancelled) }
+            #expect(try await client.queue.cancel(cancelled))
+            #expect(try await gone.value == nil, "it left the queue")
+
+            let pending = try await client.enqueue(todo(3))
+            let abandoned = Task { try await client.settled(pending) }
+            abandoned.cancel()
+            await #expect(throws: CancellationError.self) { try await abandoned.value }
+            let closing = Task { try await client.settled(pending) }
+            client.close()
+            await #expect(throws: OutboxError.closed) { try await closing.value }
+        }
+    }
 }

@@ -206,6 +206,24 @@ public final class OutboxClient: Sendable {
     /// The queue calls of R6, for the current user's writes.
     public var queue: OutboxQueue { OutboxQueue(client: self) }
 
+    /// Waits until write `id` has an outcome (accepted, merged, conflicted, refused, blocked or dead) and
+    /// returns it as it then stands, or nil when it left the queue first (cancelled, discarded,
+    /// withdrawn, taken) or the session moved to another user. For an app that shows a spinner on one
+    /// row. Throws `notFound` for a write the queue does not hold, `closed` when the client closes
+    /// first, and `CancellationError` when the waiting task is cancelled.
+    public func settled(_ id: WriteID) async throws -> QueuedWrite? {
+        // Subscribed before the first look: a change right after it still wakes the loop.
+        let updates = syncStatus.updates
+        guard let write = try await queue.write(id) else { throw OutboxError.notFound(id) }
+        if write.state != .pending { return write }
+        for await _ in updates {
+            guard let now = try await queue.write(id) else { return nil }
+            if now.state != .pending { return now }
+        }
+        try Task.checkCancellation()
+        throw OutboxError(.closed, "the outbox client closed before write \(id) had an outcome", writeID: id)
+    }
+
     // MARK: - Audit and debugging
 
     /// Every event that touched write `id`, in order, read from an index (R8.3). Throws `.notFound` for
