@@ -209,12 +209,15 @@ public final class OutboxClient: Sendable {
     /// Waits until write `id` has an outcome (accepted, merged, conflicted, refused, blocked or dead) and
     /// returns it as it then stands, or nil when it left the queue first (cancelled, discarded,
     /// withdrawn, taken) or the session moved to another user. For an app that shows a spinner on one
-    /// row. Throws `notFound` for a write the queue does not hold, `closed` when the client closes
-    /// first, and `CancellationError` when the waiting task is cancelled.
+    /// row. Throws `notFound` for a write the log never held, `closed` when the client closes first,
+    /// and `CancellationError` when the waiting task is cancelled.
     public func settled(_ id: WriteID) async throws -> QueuedWrite? {
         // Subscribed before the first look: a change right after it still wakes the loop.
         let updates = syncStatus.updates
-        guard let write = try await queue.write(id) else { throw OutboxError.notFound(id) }
+        guard let write = try await queue.write(id) else {
+            _ = try await history(of: id)  // throws notFound for a write the log never held
+            return nil
+        }
         if write.state != .pending { return write }
         for await _ in updates {
             guard let now = try await queue.write(id) else { return nil }
