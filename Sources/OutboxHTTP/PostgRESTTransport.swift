@@ -128,8 +128,9 @@ public struct PostgRESTTransport: OutboxTransport {
     }
 
     public func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
-        let response = try await perform(
-            HTTPRequest(method: "GET", url: try endpoint(table, filters: key), headers: headers(token: accessToken)))
+        let response = try await server.perform(
+            HTTPRequest(method: "GET", url: try server.endpoint(table, filters: key), headers: server.headers(token: accessToken))
+        )
         guard (200..<300).contains(response.status), case .array(let rows)? = try? JSONText.parse(response.text) else {
             throw PostgRESTError(status: response.status, code: PostgRESTAnswer(response).code)
         }
@@ -154,9 +155,9 @@ public struct PostgRESTTransport: OutboxTransport {
         }
         let response: HTTPResponse
         do {
-            response = try await perform(request)
+            response = try await server.perform(request)
         } catch {
-            return .stop(Self.requestFailure(error))
+            return .stop(PostgRESTServer.requestFailure(error))
         }
         let answer = PostgRESTAnswer(response)
         if (200..<300).contains(response.status) {
@@ -194,7 +195,7 @@ public struct PostgRESTTransport: OutboxTransport {
             }
             return .answer(WriteAnswer(.refused(refused.refusal)))
         } catch let failure as HTTPFailure {
-            return .stop(Self.requestFailure(failure))
+            return .stop(PostgRESTServer.requestFailure(failure))
         } catch {
             return .stop(RequestFailure(kind: .network))
         }
@@ -225,14 +226,15 @@ public struct PostgRESTTransport: OutboxTransport {
     private func sendCombined(_ body: Data, batch: OutgoingBatch, token: String?) async -> RequestAnswer {
         let writes = batch.writes
         var request = HTTPRequest(
-            method: "POST", url: (try? endpoint(writes[0].table)) ?? url, headers: headers(token: token, writes: writes),
+            method: "POST", url: (try? server.endpoint(writes[0].table)) ?? url,
+            headers: server.headers(token: token, writes: writes),
             body: body)
         request.headers["Prefer"] = "return=minimal"
         let response: HTTPResponse
         do {
-            response = try await perform(request)
+            response = try await server.perform(request)
         } catch {
-            return .failed(Self.requestFailure(error))
+            return .failed(PostgRESTServer.requestFailure(error))
         }
         if (200..<300).contains(response.status) { return .answered(writes.map { _ in WriteAnswer(.accepted) }) }
         // Refused as a whole (which row, PostgREST does not say): a request-level answer, which the
@@ -264,30 +266,30 @@ public struct PostgRESTTransport: OutboxTransport {
     }
 
     func request(for write: OutgoingWrite, token: String?) throws -> HTTPRequest {
-        var headers = headers(token: token, writes: [write])
+        var headers = server.headers(token: token, writes: [write])
         let body = Data(Self.rowJSON(of: write))
         switch write.operation {
         case .insert:
             headers["Prefer"] = "return=minimal"
-            return HTTPRequest(method: "POST", url: try endpoint(write.table), headers: headers, body: body)
+            return HTTPRequest(method: "POST", url: try server.endpoint(write.table), headers: headers, body: body)
         case .upsert:
             headers["Prefer"] = "resolution=merge-duplicates,return=minimal"
             let keys = keyColumns(of: write).joined(separator: ",")
             return HTTPRequest(
-                method: "POST", url: try endpoint(write.table, query: [URLQueryItem(name: "on_conflict", value: keys)]),
+                method: "POST", url: try server.endpoint(write.table, query: [URLQueryItem(name: "on_conflict", value: keys)]),
                 headers: headers, body: body)
         case .update:
             headers["Prefer"] = "count=exact,return=minimal"
             return HTTPRequest(
-                method: "PATCH", url: try endpoint(write.table, filters: write.key), headers: headers,
+                method: "PATCH", url: try server.endpoint(write.table, filters: write.key), headers: headers,
                 body: Data(write.bodyJSON))
         case .delete:
             headers["Prefer"] = "count=exact,return=minimal"
-            return HTTPRequest(method: "DELETE", url: try endpoint(write.table, filters: write.key), headers: headers)
+            return HTTPRequest(method: "DELETE", url: try server.endpoint(write.table, filters: write.key), headers: headers)
         case .custom(let name):
             // The function's arguments are the body alone (its key names the row for ordering).
             return HTTPRequest(
-                method: "POST", url: try endpoint("rpc/" + name), headers: headers, body: Data(write.bodyJSON))
+                method: "POST", url: try server.endpoint("rpc/" + name), headers: headers, body: Data(write.bodyJSON))
         }
     }
 
@@ -295,18 +297,6 @@ public struct PostgRESTTransport: OutboxTransport {
         if let columns = tables?[write.table] { return columns }
         guard case .object(let key) = write.key else { return [] }
         return key.keys.sorted()
-    }
-
-    private func headers(token: String?, writes: [OutgoingWrite] = []) -> [String: String] {
-        server.headers(token: token, writes: writes)
-    }
-
-    func endpoint(_ path: String, filters: JSONValue? = nil, query: [URLQueryItem] = []) throws -> URL {
-        try server.endpoint(path, filters: filters, query: query)
-    }
-
-    private func perform(_ request: HTTPRequest) async throws(HTTPFailure) -> HTTPResponse {
-        try await server.perform(request)
     }
 
     /// The total of a `Content-Range` answered to `count=exact`: `*/3`, `0-2/3`; nil for anything else.
@@ -319,7 +309,6 @@ public struct PostgRESTTransport: OutboxTransport {
         return total
     }
 
-    static func requestFailure(_ failure: HTTPFailure) -> RequestFailure { PostgRESTServer.requestFailure(failure) }
 }
 
 /// A failed row read (`withdraw`): its status and code, never the server's text.

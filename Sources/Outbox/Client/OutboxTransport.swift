@@ -39,9 +39,10 @@ public struct OutgoingWrite: Hashable, Sendable {
     public let body: JSONValue
     /// The key as canonical JSON text in UTF-8 (object keys sorted by their bytes, no white space): the
     /// bytes of the key the app queued, the same on every send. An HTTP transport sends these bytes.
-    public let keyJSON: [UInt8]
+    /// Made when asked, so a transport that needs only the values (the simulated instance) pays nothing.
+    public var keyJSON: [UInt8] { Array(JSONText.render(key).utf8) }
     /// The body as canonical JSON text in UTF-8, as `keyJSON`.
-    public let bodyJSON: [UInt8]
+    public var bodyJSON: [UInt8] { Array(JSONText.render(body).utf8) }
     public var baseVersion: Int64?
     /// Every write it must follow (`dependsOn` and same-row writes), whether or not in this batch.
     public var dependsOn: [WriteID]
@@ -64,8 +65,6 @@ public struct OutgoingWrite: Hashable, Sendable {
         self.operation = operation
         self.key = key
         self.body = body
-        self.keyJSON = Array(JSONText.render(key).utf8)
-        self.bodyJSON = Array(JSONText.render(body).utf8)
         self.baseVersion = baseVersion
         self.dependsOn = dependsOn
     }

@@ -154,6 +154,12 @@ enum Decider {
         decision.events += alone.events
         decision.verdicts +=
             alone.verdicts.isEmpty ? [SyncReport.Verdict(id: id, kind: .notSent, refusals: entry.refusals)] : alone.verdicts
+        stopAfterNotSent(alone, into: &decision)
+    }
+
+    /// After a write not sent, the pass stops with that write's own failure as judged alone, or as a
+    /// broken contract when the transport gave none.
+    private static func stopAfterNotSent(_ alone: Decision, into decision: inout Decision) {
         if case .stop(let stop) = alone.next { stopAfterBatch(stop, into: &decision) }
         stopAfterBatch(PassFailure(kind: .protocol), into: &decision)
     }
@@ -209,8 +215,7 @@ enum Decider {
                     decision.verdicts.append(SyncReport.Verdict(id: id, kind: .notSent, refusals: entry.refusals))
                     var alone = Decision()
                     if let failure { decideRequestFailure(failure, input, [], isAtomic: false, into: &alone) }
-                    if case .stop(let stop) = alone.next { stopAfterBatch(stop, into: &decision) }
-                    stopAfterBatch(PassFailure(kind: .protocol), into: &decision)
+                    stopAfterNotSent(alone, into: &decision)
                 } else {
                     decision.verdicts.append(SyncReport.Verdict(id: id, kind: .skipped, refusals: entry.refusals))
                 }

@@ -215,11 +215,8 @@ extension WriteVerdict {
 }
 
 extension RequestAnswer {
-    /// A 401 of the token class (PostgREST's PGRST301, PGRST302, PGRST303): the token is expired,
-    /// invalid or missing, and a new one may pass (R7.5).
-    var refusesTheToken: Bool { tokenRefusedAt != nil }
-
-    /// Where the server refused the token: 0 for the whole request, or the index of the first write
+    /// Where the server refused the token (a 401 of the token class: expired, invalid or missing, and
+    /// a new one may pass, R7.5): 0 for the whole request, or the index of the first write
     /// not sent because its own request was refused so; nil when it did not.
     var tokenRefusedAt: Int? {
         switch self {
