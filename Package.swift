@@ -39,18 +39,25 @@ let package = Package(
         .target(name: "OutboxFuzzing", dependencies: ["Outbox", "OutboxScenario", "OutboxTool"]),
         // `outbox simulate`: the deterministic simulation with faults (TESTING.md §1).
         .target(name: "OutboxSimulation", dependencies: ["Outbox"]),
+        // Child processes waited for safely from any thread or task (the tool's harnesses, the benchmarks,
+        // the tests); no app links it.
+        .target(name: "OutboxProcess"),
         // The commands of the `outbox` tool: arguments, the read-only commands, the harnesses.
-        .target(name: "OutboxTool", dependencies: ["Outbox", "OutboxHTTP", "OutboxScenario", "OutboxSimulation"]),
+        .target(
+            name: "OutboxTool", dependencies: ["Outbox", "OutboxHTTP", "OutboxProcess", "OutboxScenario", "OutboxSimulation"]),
         // The `outbox` command-line tool: `OutboxTool`'s commands run from the command line.
         .executableTarget(name: "OutboxCLI", dependencies: ["OutboxTool"]),
         // Benchmarks: each figure beside a raw LMDB baseline measured in the same run.
         .executableTarget(
-            name: "OutboxBenchmarks", dependencies: ["Outbox", "OutboxHTTP", "OutboxLMDB", "COutboxLMDB", "COutboxSQLite"],
+            name: "OutboxBenchmarks",
+            dependencies: ["Outbox", "OutboxHTTP", "OutboxLMDB", "OutboxProcess", "COutboxLMDB", "COutboxSQLite"],
             path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
         .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"], exclude: ["Golden"]),
-        .testTarget(name: "OutboxHTTPTests", dependencies: ["OutboxHTTP", "Outbox"]),
-        .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxScenario", "OutboxSimulation", "OutboxFuzzing"]),
+        .testTarget(name: "OutboxHTTPTests", dependencies: ["OutboxHTTP", "Outbox", "OutboxProcess"]),
+        .testTarget(
+            name: "OutboxCLITests",
+            dependencies: ["Outbox", "OutboxProcess", "OutboxScenario", "OutboxSimulation", "OutboxFuzzing"]),
     ],
     swiftLanguageModes: [.v6]
 )

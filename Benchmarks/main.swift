@@ -7,6 +7,7 @@ import Foundation
 import Outbox
 import OutboxHTTP
 import OutboxLMDB
+import OutboxProcess
 import Synchronization
 
 struct Options: Sendable {
@@ -427,16 +428,12 @@ func cpuSeconds() -> Double {
 
 /// Runs `executable ARGUMENTS`; its standard output, or nil when it could not run or failed.
 func output(of executable: String, _ arguments: [String]) -> String? {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return nil }
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return process.terminationStatus == 0 ? String(decoding: data, as: UTF8.self) : nil
+    guard
+        let ended = try? ChildProcess.runBlocking(
+            URL(fileURLWithPath: executable), arguments, errors: .apart(.discard)),
+        ended.succeeded
+    else { return nil }
+    return ended.text
 }
 
 /// Runs one SQL statement with psql; its output, trimmed (rows `|`-separated), or nil.

@@ -1,5 +1,6 @@
 internal import Foundation
 internal import Outbox
+internal import OutboxProcess
 
 #if canImport(Glibc)
     internal import Glibc
@@ -189,6 +190,13 @@ extension Commands {
     }
 }
 
+/// A worker that did not end within its limit: a hang, reported as one.
+struct WorkerHung: Error, CustomStringConvertible {
+    let pid: Int32
+    let seconds: Double
+    var description: String { "worker process \(pid) did not end within \(Int(seconds)) s: a hang (it was killed)" }
+}
+
 /// One log the harness kills workers on, and what their output said.
 final class CrashRun {
     let folder: String
@@ -208,32 +216,40 @@ final class CrashRun {
     /// Runs one worker; true when it was killed (at its crash point, or by the timer).
     @discardableResult
     func run(writes: Int, crashPoint: String? = nil, killAfterMilliseconds: Int? = nil, mapSize: Int? = nil) throws -> Bool {
-        let (process, out) = try start(writes: writes, crashPoint: crashPoint, mapSize: mapSize)
+        let worker = try start(writes: writes, crashPoint: crashPoint, mapSize: mapSize)
         if let delay = killAfterMilliseconds {
             usleep(useconds_t(delay * 1000))
-            kill(process.processIdentifier, SIGKILL)
+            worker.send(SIGKILL)
         }
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        read(data)
-        return process.terminationReason == .uncaughtSignal
+        let ended = try end(of: worker)
+        read(ended.output)
+        return ended.signalled
     }
 
     /// Starts one worker on the log, with the instance's memory of what it applied.
     private func start(
         writes: Int, crashPoint: String? = nil, enqueueOnly: Bool = false, mapSize: Int? = nil, wrappedIn wrapper: [String] = []
-    ) throws -> (Process, Pipe) {
+    ) throws -> ChildProcess {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try applied.map { "\($0.origin) \($0.id) \($0.key)" }.joined(separator: "\n").write(
             toFile: instanceFile, atomically: true, encoding: .utf8)
         runs += 1
-        let (process, out) = worker(
+        return try worker(
             ["--seed", String(seed &+ UInt64(runs)), "--writes", String(writes), "--instance", instanceFile]
                 + (enqueueOnly ? ["--enqueue-only"] : [])
                 + (mapSize.map { ["--map-size", String($0)] } ?? []),
             crashPoint: crashPoint, wrappedIn: wrapper)
-        try process.run()
-        return (process, out)
+    }
+
+    /// How long a worker may run: each ends within seconds, so one still running then has hung.
+    static let workerLimit = 120.0
+
+    /// The worker's end; a worker that hangs is killed and fails the harness (never a wait without end).
+    private func end(of worker: ChildProcess) throws -> ChildProcess.Ended {
+        if let ended = worker.wait(timeout: Self.workerLimit) { return ended }
+        worker.send(SIGKILL)
+        _ = worker.wait()
+        throw WorkerHung(pid: worker.pid, seconds: Self.workerLimit)
     }
 
     /// Records what a worker's output says it acknowledged and the instance applied.
@@ -256,11 +272,8 @@ final class CrashRun {
     func drainWhileCopying(writes: Int, copies: Int, rng: SeededRandomSource) throws -> (
         verified: Int, refused: Int, problems: [String]
     ) {
-        let (enqueuer, queued) = try start(writes: writes, enqueueOnly: true)
-        let enqueued = queued.fileHandleForReading.readDataToEndOfFile()
-        enqueuer.waitUntilExit()
-        read(enqueued)
-        let (drainer, drained) = try start(writes: 0)
+        read(try end(of: try start(writes: writes, enqueueOnly: true)).output)
+        let drainer = try start(writes: 0)
         var paths: [String] = []
         for index in 0..<copies {
             usleep(useconds_t(rng.next(below: 15_000)))
@@ -272,25 +285,24 @@ final class CrashRun {
                 paths.append(copy)
             }
         }
-        let output = drained.fileHandleForReading.readDataToEndOfFile()
-        drainer.waitUntilExit()
-        read(output)
+        read(try end(of: drainer).output)
         var verified = 0
         var refused = 0
         var problems: [String] = []
         for copy in paths {
-            let (status, reason, message) = try verifyInItsOwnProcess(copy)
-            if reason == .exit && status == 0 {
+            let ended = try verifyInItsOwnProcess(copy)
+            let (status, message) = (ended.status, ended.text)
+            if !ended.signalled && status == 0 {
                 verified += 1
                 let inspector = try LogInspector(path: copy)
                 for id in acked.keys.sorted() where try inspector.history(of: WriteID(id)).first?.event.type != .writeQueued {
                     problems.append("I1: write \(id) was acknowledged before the copy and is not in it")
                 }
-            } else if reason == .exit && (status == 1 || status == 2) && message.contains(copy) {
+            } else if !ended.signalled && (status == 1 || status == 2) && message.contains(copy) {
                 refused += 1
             } else {
                 problems.append(
-                    "outbox verify on a copy ended with \(reason == .exit ? "exit \(status)" : "signal \(status)"): \(message.prefix(200))"
+                    "outbox verify on a copy ended with \(ended.signalled ? "signal" : "exit") \(status): \(message.prefix(200))"
                 )
             }
         }
@@ -314,18 +326,14 @@ final class CrashRun {
             let faults = ["posix/io/sync/fdatasync", "posix/io/rw/pwrite", "posix/io/rw/writev"].flatMap {
                 ["-c", "enable_random name=\($0),probability=\(p)"]
             }
-            let (process, out) = try start(writes: 30, wrappedIn: [fiu, "-x", "-f", ""] + faults)
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            read(data)
-            let last = String(decoding: data, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
-            switch (process.terminationReason, process.terminationStatus, last) {
-            case (.exit, 0, "DONE"): break
-            case (.exit, 2, "ERROR storage"): failed += 1
+            let ended = try end(of: try start(writes: 30, wrappedIn: [fiu, "-x", "-f", ""] + faults))
+            read(ended.output)
+            let last = ended.text.split(separator: "\n").last.map(String.init) ?? ""
+            switch (ended.signalled, ended.status, last) {
+            case (false, 0, "DONE"): break
+            case (false, 2, "ERROR storage"): failed += 1
             default:
-                let how =
-                    process.terminationReason == .exit
-                    ? "exit \(process.terminationStatus)" : "signal \(process.terminationStatus)"
+                let how = ended.signalled ? "signal \(ended.status)" : "exit \(ended.status)"
                 problems.append("worker \(index) (p = \(p)) ended with \(how), its last line '\(last.prefix(80))'")
             }
             problems += check(final: false).map { "after worker \(index) (p = \(p)): \($0)" }
@@ -336,57 +344,39 @@ final class CrashRun {
     }
 
     /// `outbox verify <path>` in a process of its own: its status, how it ended, and what it printed.
-    private func verifyInItsOwnProcess(_ path: String) throws -> (Int32, Process.TerminationReason, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["verify", path]
+    private func verifyInItsOwnProcess(_ path: String) throws -> ChildProcess.Ended {
         var environment = ProcessInfo.processInfo.environment
         environment["OUTBOX_READ_TIMEOUT"] = "60"  // a hang is a failure, not a ten-minute wait
-        process.environment = environment
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, process.terminationReason, String(decoding: data, as: UTF8.self))
+        return try ChildProcess.runBlocking(ChildProcess.currentProgram, ["verify", path], environment: environment)
     }
 
-    /// A worker process on this log (this same program, `crash-worker`), its output piped back.
-    private func worker(_ arguments: [String], crashPoint: String?, wrappedIn wrapper: [String] = []) -> (Process, Pipe) {
-        let process = Process()
-        let program = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        if let runner = wrapper.first {
-            process.executableURL = URL(fileURLWithPath: runner)
-            process.arguments = wrapper.dropFirst() + [program.path, "crash-worker", log] + arguments
-        } else {
-            process.executableURL = program
-            process.arguments = ["crash-worker", log] + arguments
-        }
+    /// Starts a worker process on this log (this same program, `crash-worker`), its output piped back.
+    private func worker(_ arguments: [String], crashPoint: String?, wrappedIn wrapper: [String] = []) throws -> ChildProcess {
+        let program = ChildProcess.currentProgram
         var environment = ProcessInfo.processInfo.environment
         environment[CrashPlan.environmentVariable] = crashPoint
-        process.environment = environment
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        return (process, out)
+        let words = ["crash-worker", log] + arguments
+        if let runner = wrapper.first {
+            return try ChildProcess(
+                URL(fileURLWithPath: runner), wrapper.dropFirst() + [program.path] + words, environment: environment,
+                errors: .apart(.discard))
+        }
+        return try ChildProcess(program, words, environment: environment, errors: .apart(.discard))
     }
 
     /// Two enqueue-only workers on the log at the same time; returns what went wrong.
     func runTwoAtOnce(writes: Int) throws -> [String] {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let workers = (1...2).map { index in
-            worker(
+        let workers = try (1...2).map { index in
+            try worker(
                 ["--seed", String(seed &+ UInt64(index * 1000)), "--writes", String(writes), "--enqueue-only"], crashPoint: nil)
         }
-        for (process, _) in workers { try process.run() }
         var ids: [UInt64] = []
         var problems: [String] = []
-        for (index, (process, out)) in workers.enumerated() {
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            if process.terminationStatus != 0 { problems.append("worker \(index + 1) exited with \(process.terminationStatus)") }
-            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix("ACK ") {
+        for (index, worker) in workers.enumerated() {
+            let ended = try end(of: worker)
+            if !ended.succeeded { problems.append("worker \(index + 1) exited with \(ended.status)") }
+            for line in ended.text.split(separator: "\n") where line.hasPrefix("ACK ") {
                 let words = line.split(separator: " ")
                 if let id = UInt64(words[1]) {
                     ids.append(id)

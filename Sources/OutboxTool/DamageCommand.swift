@@ -1,5 +1,6 @@
 internal import Foundation
 internal import Outbox
+internal import OutboxProcess
 
 /// The damaged-log suite (TESTING.md §3): three small logs; every byte of every stored record flipped
 /// and zeroed (the checksum must catch each, naming the record's sequence), truncation at every 4 KiB
@@ -223,30 +224,25 @@ extension Commands {
 
     /// Runs `outbox verify` on a damaged copy: exit 0, or 1 or 2 with a message naming the file.
     private static func checkWithTool(_ folder: String) -> String? {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["verify", folder]
         var environment = ProcessInfo.processInfo.environment
         environment[Untrusted.timeoutVariable] = "20"
         environment[Untrusted.childVariable] = nil
-        process.environment = environment
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        do { try process.run() } catch { return "cannot run the tool: \(error)" }
-        let output = out.fileHandleForReading.readDataToEndOfFile() + err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: output, as: UTF8.self)
-        if process.terminationReason == .uncaughtSignal { return "the tool crashed (signal \(process.terminationStatus))" }
-        switch process.terminationStatus {
+        let ended: ChildProcess.Ended
+        do {
+            ended = try ChildProcess.runBlocking(ChildProcess.currentProgram, ["verify", folder], environment: environment)
+        } catch {
+            return "cannot run the tool: \(error)"
+        }
+        let text = ended.text
+        if ended.signalled { return "the tool crashed (signal \(ended.status))" }
+        switch ended.status {
         case 0: return nil
         case 1, 2:
             // One clear message: a reader's crash is told in a line, not with the runtime's backtrace.
             let lines = text.split(separator: "\n").count
-            if lines > 3 { return "exit \(process.terminationStatus) with \(lines) lines of output: \(text.prefix(160))" }
-            return text.contains(folder) ? nil : "exit \(process.terminationStatus) without naming the file: \(text.prefix(160))"
-        default: return "exit \(process.terminationStatus): \(text.prefix(160))"
+            if lines > 3 { return "exit \(ended.status) with \(lines) lines of output: \(text.prefix(160))" }
+            return text.contains(folder) ? nil : "exit \(ended.status) without naming the file: \(text.prefix(160))"
+        default: return "exit \(ended.status): \(text.prefix(160))"
         }
     }
 

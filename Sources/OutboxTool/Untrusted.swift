@@ -1,5 +1,5 @@
-internal import Dispatch
 internal import Foundation
+internal import OutboxProcess
 
 #if canImport(Glibc)
     internal import Glibc
@@ -20,18 +20,14 @@ enum Untrusted {
 
     /// Runs `words` in a child and returns its exit status, or reports how it died.
     static func runInChild(_ command: String, _ words: [String]) -> Exit {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = words
         var environment = ProcessInfo.processInfo.environment
         environment[childVariable] = "1"
         // A reader that crashes on a damaged page is reported below in one line, not with a backtrace.
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
-        let done = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in done.signal() }
+        let child: ChildProcess
         do {
-            try process.run()
+            child = try ChildProcess(
+                ChildProcess.currentProgram, words, environment: environment, output: .inherit, errors: .apart(.inherit))
         } catch {
             printError("outbox \(command): cannot start a reader process: \(error)")
             return .failure
@@ -39,22 +35,22 @@ enum Untrusted {
         let timeout = Double(ProcessInfo.processInfo.environment[timeoutVariable] ?? "") ?? 600
         // The log as the command reads it: options before it (`log --from 5 LOG`) are not the path.
         let path = (try? Commands.readOnlyArguments(command, Array(words.dropFirst())))?.positionals.first ?? "the log"
-        if done.wait(timeout: .now() + timeout) == .timedOut {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        guard let ended = child.wait(timeout: timeout) else {
+            child.send(SIGKILL)
+            _ = child.wait()
             printError(
                 "outbox \(command): \(path): reading the log did not finish in \(Int(timeout)) s; its LMDB page structure may be damaged"
             )
             return .failure
         }
         // The reader of our output went away (`| head`): not damage, and nothing to say.
-        if process.terminationReason == .uncaughtSignal, process.terminationStatus == SIGPIPE { return .outputClosed }
-        if process.terminationReason == .uncaughtSignal {
+        if ended.signalled, ended.status == SIGPIPE { return .outputClosed }
+        if ended.signalled {
             printError(
-                "outbox \(command): \(path): the LMDB page structure is damaged (reading it crashed the reader, signal \(process.terminationStatus)); restore the log from a copy"
+                "outbox \(command): \(path): the LMDB page structure is damaged (reading it crashed the reader, signal \(ended.status)); restore the log from a copy"
             )
             return .failure
         }
-        return Exit(rawValue: process.terminationStatus) ?? .failure
+        return Exit(rawValue: ended.status) ?? .failure
     }
 }

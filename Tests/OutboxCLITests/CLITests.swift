@@ -1,4 +1,5 @@
 import Foundation
+import OutboxProcess
 import Testing
 
 /// Runs the `outbox` binary built beside the tests; returns its exit status and output.
@@ -17,20 +18,8 @@ func outbox(_ arguments: [String]) throws -> Run {
 
 /// Runs `executable` with `arguments`; its exit status and output.
 func run(_ executable: URL, _ arguments: [String]) throws -> Run {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return Run(
-        status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-        stderr: String(decoding: stderr, as: UTF8.self))
+    let ended = try ChildProcess.runBlocking(executable, arguments, errors: .apart(.capture))
+    return Run(status: ended.status, stdout: ended.text, stderr: ended.errorText)
 }
 
 func withTemporaryFolder<R>(_ body: (String) throws -> R) rethrows -> R {

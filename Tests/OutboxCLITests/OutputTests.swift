@@ -1,5 +1,6 @@
 import Foundation
 import Outbox
+import OutboxProcess
 import Testing
 
 /// Issue 14, point 6 and part of 12: what the tool does when its output goes nowhere.
@@ -23,20 +24,13 @@ import Testing
         try await withTemporaryFolder { folder in
             let log = folder + "/log"
             try await Self.bigLog(log)
-            let process = Process()
-            process.executableURL = Self.binary
-            process.arguments = ["log", log, "--json"]
             let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            try process.run()
+            let child = try ChildProcess(Self.binary, ["log", log, "--json"], output: .pipe(out), errors: .apart(.capture))
             _ = out.fileHandleForReading.availableData
             try out.fileHandleForReading.close()
-            let stderr = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 141)
-            #expect(String(decoding: stderr, as: UTF8.self) == "", "nothing said about damage")
+            let ended = await child.ended()
+            #expect(ended.status == 141)
+            #expect(ended.errorText == "", "nothing said about damage")
         }
     }
 
@@ -45,25 +39,21 @@ import Testing
         try withTemporaryFolder { folder in
             let log = folder + "/log"
             for output in ["/dev/full", "closed pipe"] {
-                let process = Process()
-                process.executableURL = Self.binary
-                process.arguments = [
-                    "enqueue", log, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":1}"#,
-                ]
-                let err = Pipe()
-                process.standardError = err
+                let destination: ChildProcess.Output
                 if output == "/dev/full" {
-                    process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full"))
+                    destination = .handle(try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full")))
                 } else {
                     let out = Pipe()
-                    process.standardOutput = out
                     try out.fileHandleForReading.close()
+                    destination = .pipe(out)
                 }
-                try process.run()
-                let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                process.waitUntilExit()
-                #expect(process.terminationReason == .exit, "\(output)")
-                #expect(process.terminationStatus == 3, "\(output): \(stderr)")
+                let ended = try ChildProcess.runBlocking(
+                    Self.binary,
+                    ["enqueue", log, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":1}"#],
+                    output: destination, errors: .apart(.capture))
+                let stderr = ended.errorText
+                #expect(!ended.signalled, "\(output)")
+                #expect(ended.status == 3, "\(output): \(stderr)")
                 #expect(stderr.contains("queued as write") && stderr.contains("do not enqueue it again"), "\(output)")
             }
             let queue = try outbox("queue", log)
@@ -92,27 +82,23 @@ extension OutputTests {
                 to: URL(fileURLWithPath: folder + "/long.json"))
             let scratch = folder + "/tmp"
             try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-            let process = Process()
-            process.executableURL = Self.binary
-            process.arguments = ["scenario", folder + "/long.json"]
-            process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": scratch + "/"]) { $1 }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let child = try ChildProcess(
+                Self.binary, ["scenario", folder + "/long.json"],
+                environment: ProcessInfo.processInfo.environment.merging(["TMPDIR": scratch + "/"]) { $1 }, output: .discard,
+                errors: .apart(.discard))
             // Wait (at most 60 s) for its log to exist and hold data, then interrupt it as Ctrl-C would.
             func logs() throws -> [String] {
                 try FileManager.default.contentsOfDirectory(atPath: scratch).filter { $0.hasPrefix("outbox-scenario-") }
             }
             let deadline = Date().addingTimeInterval(60)
-            while Date() < deadline, process.isRunning,
+            while Date() < deadline, child.isRunning,
                 try logs().first.map({ !FileManager.default.fileExists(atPath: scratch + "/" + $0 + "/data.mdb") }) ?? true
             {
                 usleep(2_000)
             }
             #expect(!(try logs()).isEmpty, "the run made its log")
-            kill(process.processIdentifier, SIGINT)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 128 + SIGINT)
+            child.send(SIGINT)
+            #expect(child.wait()?.status == 128 + SIGINT)
             let left = try logs()
             #expect(left.isEmpty, "the log went with the run: \(left)")
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Outbox
+import OutboxProcess
 import Testing
 
 @Suite struct ReaderSlotTests {
@@ -14,17 +15,12 @@ import Testing
             let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
                 "outbox")
             for _ in 0..<140 {
-                let process = Process()
-                process.executableURL = binary
-                process.arguments = ["hold-reader", log]
                 let out = Pipe()
-                process.standardOutput = out
-                process.standardInput = Pipe()
-                try process.run()
+                let reader = try ChildProcess(binary, ["hold-reader", log], input: .pipe(Pipe()), output: .pipe(out))
                 let line = out.fileHandleForReading.availableData
                 #expect(String(decoding: line, as: UTF8.self).hasPrefix("READING"))
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
+                reader.send(SIGKILL)
+                _ = reader.wait()
             }
             #expect(try holder.all(user: nil).count == 2)
             let enqueue = try outbox(

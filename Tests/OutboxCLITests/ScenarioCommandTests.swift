@@ -1,4 +1,5 @@
 import Foundation
+import OutboxProcess
 import Testing
 
 /// `outbox scenario`, `outbox demo` and `outbox replay --check-decisions` as a person runs them.
@@ -109,19 +110,14 @@ import Testing
             let log = folder + "/log"
             try makeLog(log, count: 2)
             // A timeout of zero seconds stands in for a reader that hangs on a damaged page.
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-                .appendingPathComponent("outbox")
             // Options before the path: the message names the log, not an option's value.
-            process.arguments = ["log", "--from", "1", log]
-            process.environment = ProcessInfo.processInfo.environment.merging(["OUTBOX_READ_TIMEOUT": "0"]) { $1 }
-            let err = Pipe()
-            process.standardError = err
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 2)
+            let ended = try ChildProcess.runBlocking(
+                URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("outbox"),
+                ["log", "--from", "1", log],
+                environment: ProcessInfo.processInfo.environment.merging(["OUTBOX_READ_TIMEOUT": "0"]) { $1 }, output: .discard,
+                errors: .apart(.capture))
+            let text = ended.errorText
+            #expect(ended.status == 2)
             #expect(text.contains(log) && text.contains("did not finish"), "\(text)")
             #expect(!text.contains(": 1:"), "the option's value is not named as the log")
         }

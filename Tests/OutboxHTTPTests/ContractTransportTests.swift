@@ -15,7 +15,7 @@ struct ContractTransportTests {
         var configuration = OutboxConfiguration(autoSync: false, batchSize: batchSize)
         configuration.clock = ManualClock()
         let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
-        try await client.settleSession(user: user, accessToken: try instance.token(user))
+        try await client.settleSession(user: user, accessToken: try await instance.token(user))
         return client
     }
 
@@ -51,8 +51,8 @@ struct ContractTransportTests {
                     let refusals = try await phone.queue.all().compactMap { $0.state.refusal }
                     #expect(refusals.map { $0.code ?? "-" } == ["23514", "23503", "22P02", "42703"])
                     #expect(refusals.map(\.fields) == [["title"], ["list_id"], [], ["colour"]])
-                    #expect(try instance.sql("select n, version from counters") == ["2|2"], "each bump once")
-                    #expect(try instance.sql("select version from todos where id = 1") == ["1"])
+                    #expect(try await instance.sql("select n, version from counters") == ["2|2"], "each bump once")
+                    #expect(try await instance.sql("select version from todos where id = 1") == ["1"])
                     // Refused writes go again on every pass (R3.1): out of the way of what follows, with
                     // the write skipped behind one.
                     for write in try await phone.queue.all() where write.state.refusal != nil {
@@ -76,9 +76,10 @@ struct ContractTransportTests {
                     }
                     #expect(fields == ["title"])
                     #expect(laptopWrites[2].state == .blocked(.ancestorUnavailable, refusal: nil))
-                    #expect(try instance.sql("select title, done, version from todos where id = 1") == ["Oat milk|t|3"])
+                    #expect(try await instance.sql("select title, done, version from todos where id = 1") == ["Oat milk|t|3"])
                     #expect(
-                        try instance.sql("select body ->> 'title', server_version from outbox.siblings where id = '\(sibling)'")
+                        try await instance.sql(
+                            "select body ->> 'title', server_version from outbox.siblings where id = '\(sibling)'")
                             == ["Rye|3"])
                     // The app reads its sibling through the API; another user reads nothing.
                     func readSibling(as user: String) async throws -> JSONValue? {
@@ -86,7 +87,7 @@ struct ContractTransportTests {
                             HTTPRequest(
                                 method: "POST", url: instance.url.appendingPathComponent("rpc/outbox_sibling"),
                                 headers: [
-                                    "Authorization": "Bearer " + (try instance.token(user)), "apikey": instance.apiKey,
+                                    "Authorization": "Bearer " + (try await instance.token(user)), "apikey": instance.apiKey,
                                     "Content-Type": "application/json",
                                 ], body: Data(#"{"id":"\#(sibling)"}"#.utf8)), timeout: 10)
                         return try JSONText.parse(String(decoding: response.body, as: UTF8.self))
@@ -104,7 +105,7 @@ struct ContractTransportTests {
                     #expect(try await phone.sync().stoppedBy?.kind == .network)
                     let again = try await phone.sync()
                     #expect(Self.kinds(again) == ["accepted replayed"] && again.alreadyOnServerCount == 1, "\(again)")
-                    #expect(try instance.sql("select count(*) from applied where tbl = 'todos' and row_id = 4") == ["1"])
+                    #expect(try await instance.sql("select count(*) from applied where tbl = 'todos' and row_id = 4") == ["1"])
 
                     // Atomic groups across tables: all, or (a stale overlapping edit inside) none.
                     try await phone.enqueue(
@@ -120,11 +121,11 @@ struct ContractTransportTests {
                         ], atomic: true)
                     let aborted = try await phone.sync()
                     #expect(aborted.rejectedCount == 2, "\(Self.kinds(aborted))")
-                    #expect(try instance.sql("select count(*) from lists where id = 9") == ["0"], "none of it")
+                    #expect(try await instance.sql("select count(*) from lists where id = 9") == ["0"], "none of it")
 
                     // The row a withdraw reads.
                     let transport = try ContractTransport(url: instance.url, apiKey: instance.apiKey)
-                    let token = try instance.token("alice")
+                    let token = try await instance.token("alice")
                     let row = try await transport.readRow(table: "todos", key: ["id": 1], accessToken: token)
                     guard case .object(let held)? = row else {
                         Issue.record("no row: \(String(describing: row))")
@@ -132,7 +133,7 @@ struct ContractTransportTests {
                     }
                     #expect(held["title"] == "Oat milk" && held["version"] == 3)
                     #expect(try await transport.readRow(table: "todos", key: ["id": 99], accessToken: token) == nil)
-                    let bob = try instance.token("bob")
+                    let bob = try await instance.token("bob")
                     #expect(try await transport.readRow(table: "todos", key: ["id": 1], accessToken: bob) == nil, "not bob's")
                     phone.close()
                     laptop.close()
@@ -146,7 +147,7 @@ struct ContractTransportTests {
     @Test func aKeyReusedForAnotherWriteIsSpent() async throws {
         try await Instance.with { instance in
             let transport = try ContractTransport(url: instance.url, apiKey: instance.apiKey)
-            let token = try instance.token("alice")
+            let token = try await instance.token("alice")
             let origin = Origin(high: 7, low: 7)
             let key = IdempotencyKey(high: 1, low: 2)
             func write(_ id: UInt64, _ title: String) -> OutgoingWrite {
@@ -163,13 +164,14 @@ struct ContractTransportTests {
             let another = await transport.send(OutgoingBatch(writes: [write(2, "Milk")]), accessToken: token)
             #expect(another == .answered([WriteAnswer(.blocked(.keySpent, refusal: nil))]))
             // Another user's token: the write is not the caller's.
-            let bob = await transport.send(OutgoingBatch(writes: [write(1, "Milk")]), accessToken: try instance.token("bob"))
+            let bob = await transport.send(
+                OutgoingBatch(writes: [write(1, "Milk")]), accessToken: try await instance.token("bob"))
             guard case .answered(let answers) = bob, case .refused(let refusal) = answers.first?.verdict else {
                 Issue.record("\(bob)")
                 return
             }
             #expect(refusal.status == 403 && refusal.code == "42501")
-            #expect(try instance.sql("select title, owner from todos") == ["Milk|alice"])
+            #expect(try await instance.sql("select title, owner from todos") == ["Milk|alice"])
         }
     }
 }
@@ -191,7 +193,7 @@ extension ContractTransportTests {
                         })
                     #expect(try await phone.sync().syncedCount == rows)
                     let deadlocks = "select deadlocks from pg_stat_database where datname = current_database()"
-                    let before = try instance.sql(deadlocks)
+                    let before = try await instance.sql(deadlocks)
 
                     // Disjoint fields, both from version 1, in opposite row orders.
                     _ = try await phone.enqueue(
@@ -212,7 +214,7 @@ extension ContractTransportTests {
                     let kinds = Set((a.verdicts + b.verdicts).map(\.kind))
                     #expect(kinds.isSubset(of: [.accepted, .merged]) && kinds.contains(.merged))
                     #expect(
-                        try instance.sql("select count(*) from todos where title = 'phone ' || id and done and version = 3")
+                        try await instance.sql("select count(*) from todos where title = 'phone ' || id and done and version = 3")
                             == ["\(rows)"], "no update lost")
 
                     // The same field, both from version 3: one wins, the other is a sibling.
@@ -231,9 +233,9 @@ extension ContractTransportTests {
                     let verdicts = c.verdicts + d.verdicts
                     #expect(verdicts.count == 2 * rows && verdicts.allSatisfy { [.accepted, .conflicted].contains($0.kind) })
                     #expect(verdicts.filter { $0.kind == .conflicted }.count == rows, "one of each pair conflicted")
-                    #expect(try instance.sql("select count(*) from outbox.siblings") == ["\(rows)"])
-                    #expect(try instance.sql("select count(*) from todos where version = 4") == ["\(rows)"])
-                    #expect(try instance.sql(deadlocks) == before, "no deadlock")
+                    #expect(try await instance.sql("select count(*) from outbox.siblings") == ["\(rows)"])
+                    #expect(try await instance.sql("select count(*) from todos where version = 4") == ["\(rows)"])
+                    #expect(try await instance.sql(deadlocks) == before, "no deadlock")
                     phone.close()
                     laptop.close()
                 }
@@ -260,7 +262,7 @@ extension ContractTransportTests {
                 var passes = 0
                 while try await phone.sync().remainingCount > 0 && passes < 60 { passes += 1 }
                 #expect(try await phone.queue.all().allSatisfy { $0.state == .accepted })
-                let counts = try instance.sql("select id, n from counters order by id")
+                let counts = try await instance.sql("select id, n from counters order by id")
                 #expect(counts == expected.keys.sorted().map { "\($0)|\(expected[$0]!)" }, "\(counts)")
                 phone.close()
             }
@@ -283,16 +285,16 @@ extension ContractTransportTests {
                     })
                 let capped = try await phone.sync()
                 #expect(capped.syncedCount == 70 && capped.rejectedCount == 0, "\(Self.kinds(capped))")
-                #expect(try instance.sql("select count(*) from todos") == ["70"])
+                #expect(try await instance.sql("select count(*) from todos") == ["70"])
 
-                try instance.sql("update todos set title = 'from a server job' where id = 1")
-                #expect(try instance.sql("select version, field_versions ->> 'title' from todos where id = 1") == ["2|2"])
+                try await instance.sql("update todos set title = 'from a server job' where id = 1")
+                #expect(try await instance.sql("select version, field_versions ->> 'title' from todos where id = 1") == ["2|2"])
                 try await phone.enqueue(.update("todos", key: ["id": 1], set: ["title": "mine"], baseVersion: 1))
                 try await phone.enqueue(.update("todos", key: ["id": 1], set: ["done": true], baseVersion: 1))
                 #expect(Self.kinds(try await phone.sync()) == ["conflicted", "merged"])
-                #expect(try instance.sql("select title, done from todos where id = 1") == ["from a server job|t"])
+                #expect(try await instance.sql("select title, done from todos where id = 1") == ["from a server job|t"])
 
-                try instance.sql("select outbox.register('public.lists', mode => 'strict')")
+                try await instance.sql("select outbox.register('public.lists', mode => 'strict')")
                 try await phone.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
                 try await phone.enqueue(.update("lists", key: ["id": 7], set: ["name": "Food"], baseVersion: 1))
                 try await phone.enqueue(.update("lists", key: ["id": 7], set: ["name": "Stale"], baseVersion: 1))
@@ -300,7 +302,7 @@ extension ContractTransportTests {
                 let stale = try await phone.queue.all().last
                 #expect(
                     stale?.state == .blocked(.conflictUnresolved, refusal: Refusal(code: "version_conflict", fields: ["name"])))
-                #expect(try instance.sql("select name from lists") == ["Food"])
+                #expect(try await instance.sql("select name from lists") == ["Food"])
                 phone.close()
             }
         }

@@ -24,7 +24,7 @@ struct PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 let list = try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
                 try await client.enqueue(
                     .insert(into: "todos", key: ["id": 1], body: ["title": "Milk", "list_id": 7], dependsOn: [list]))
@@ -39,12 +39,12 @@ struct PostgRESTTransportTests {
                 #expect(report.stoppedBy == nil)
                 #expect(report.syncedCount == 9, "\(report.verdicts)")
                 #expect(
-                    try instance.sql("select id, title, done, owner from todos order by id") == [
+                    try await instance.sql("select id, title, done, owner from todos order by id") == [
                         "1|Oat milk|t|alice", "2|Rye bread|t|alice",
                     ])
-                #expect(try instance.sql("select id, name, owner from lists") == ["7|Groceries|alice"])
+                #expect(try await instance.sql("select id, name, owner from lists") == ["7|Groceries|alice"])
                 // The apply record: each write's own header, in write-id order (P3).
-                let order = try instance.sql("select outbox_write from applied order by seq").compactMap { Int($0) }
+                let order = try await instance.sql("select outbox_write from applied order by seq").compactMap { Int($0) }
                 #expect(order == order.sorted(), "\(order)")
                 #expect(
                     Set(order) == Set(1...9).subtracting([8]),
@@ -60,7 +60,7 @@ struct PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 for id in 1...4 {
                     try await client.enqueue(
                         .insert(into: "todos", key: ["id": .int(Int64(id))], body: ["title": .string("t\(id)")]))
@@ -77,7 +77,7 @@ struct PostgRESTTransportTests {
                 #expect(split.rejected.map(\.id) == [WriteID(6)])
                 let refusal = try #require(try await client.queue.all().first { $0.id == 6 }?.state.refusal)
                 #expect(refusal.status == 400 && refusal.code == "23514")
-                #expect(try instance.sql("select count(*) from todos") == ["7"])
+                #expect(try await instance.sql("select count(*) from todos") == ["7"])
                 client.close()
             }
         }
@@ -90,17 +90,17 @@ struct PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
                 try await instance.fault([["drop": true]])
                 let lost = try await client.sync()
                 #expect(lost.stoppedBy?.kind == .network)
-                #expect(try instance.sql("select title from todos") == ["Milk"], "it was committed")
+                #expect(try await instance.sql("select title from todos") == ["Milk"], "it was committed")
                 let again = try await client.sync()
                 #expect(again.syncedCount == 1 && again.alreadyOnServerCount == 1)
-                #expect(try instance.sql("select count(*) from applied") == ["1"], "applied once")
+                #expect(try await instance.sql("select count(*) from applied") == ["1"], "applied once")
 
-                try instance.sql("insert into todos (id, title, owner) values (2, 'Something else', 'alice')")
+                try await instance.sql("insert into todos (id, title, owner) values (2, 'Something else', 'alice')")
                 try await client.enqueue(.insert(into: "todos", key: ["id": 2], body: ["title": "Bread"]))
                 let other = try await client.sync()
                 #expect(other.rejected.map(\.id) == [WriteID(2)])
@@ -118,7 +118,7 @@ struct PostgRESTTransportTests {
                 var configuration = OutboxConfiguration(autoSync: false, batchSize: 1)
                 configuration.clock = ManualClock()
                 let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk", "list_id": 999]))
                 try await client.enqueue(.insert(into: "todos", key: ["id": "abc"], body: ["title": "Milk"]))
                 let refused = try await client.sync()
@@ -143,11 +143,11 @@ struct PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice", expiresIn: -120))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice", expiresIn: -120))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
                 let expired = try await client.sync()
                 #expect(expired.stoppedBy == PassFailure(kind: .http, status: 401, code: "PGRST303"))
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await instance.fault([["status": 503, "code": "PGRST001"]])
                 let down = try await client.sync()
                 #expect(down.stoppedBy?.status == 503 && down.stoppedBy?.code == "PGRST001")
@@ -156,12 +156,12 @@ struct PostgRESTTransportTests {
                 #expect(healed.syncedCount == 1)
 
                 // bob's token cannot touch alice's row: the update matches no row it may see.
-                try await client.settleSession(user: "bob", accessToken: try instance.token("bob"))
+                try await client.settleSession(user: "bob", accessToken: try await instance.token("bob"))
                 try await client.enqueue(.update("todos", key: ["id": 1], set: ["title": "bob was here"]))
                 let bob = try await client.sync()
                 #expect(bob.rejected.count == 1)
                 #expect(try await client.queue.all().first { $0.user == "bob" }?.state.refusal?.code == "row_not_found")
-                #expect(try instance.sql("select title, owner from todos") == ["Milk|alice"])
+                #expect(try await instance.sql("select title, owner from todos") == ["Milk|alice"])
                 client.close()
             }
         }
@@ -173,7 +173,7 @@ struct PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                let token = try instance.token("alice")
+                let token = try await instance.token("alice")
                 try await client.settleSession(user: "alice", accessToken: token)
                 let events = client.events
                 let canary = "SERVER-CANARY-7f3a"
@@ -204,7 +204,7 @@ extension PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
                 for (status, retryAfter) in [(429, "7"), (504, nil), (520, nil), (544, nil), (402, nil), (540, nil), (503, "0")]
                     as [(Int, String?)]
@@ -217,7 +217,7 @@ extension PostgRESTTransportTests {
                     if status == 429 { #expect(report.retryAfter == 7) }
                     #expect(try await client.queue.all().first?.refusals == 0, "\(status) charges nothing")
                 }
-                #expect(try instance.sql("select count(*) from todos") == ["0"])
+                #expect(try await instance.sql("select count(*) from todos") == ["0"])
                 #expect(try await client.sync().syncedCount == 1)
                 client.close()
             }
@@ -232,7 +232,7 @@ extension PostgRESTTransportTests {
                 var configuration = OutboxConfiguration(autoSync: false)
                 configuration.clock = ManualClock()
                 let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
                 try await instance.fault([["latency": 3]])
                 let report = try await client.sync()
@@ -240,7 +240,7 @@ extension PostgRESTTransportTests {
                 #expect(try await client.queue.all().first?.state == .pending)
                 let again = try await client.sync()
                 #expect(again.syncedCount == 1)
-                #expect(try instance.sql("select count(*) from applied") == ["1"], "applied once")
+                #expect(try await instance.sql("select count(*) from applied") == ["1"], "applied once")
                 client.close()
             }
         }
@@ -251,7 +251,7 @@ extension PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
                 try await instance.fault([["latency": 120]])
                 let started = Date()
@@ -267,7 +267,7 @@ extension PostgRESTTransportTests {
                 await client.enableNetwork()
                 let again = try await client.sync()
                 #expect(again.syncedCount == 1, "resent, and replayed or applied once")
-                #expect(try instance.sql("select count(*) from applied") == ["1"])
+                #expect(try await instance.sql("select count(*) from applied") == ["1"])
                 client.close()
             }
         }
@@ -279,16 +279,16 @@ extension PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
                 #expect(try await client.sync().syncedCount == 1)
-                let restarted = try Instance.run(["restart-database", instance.folder])
+                let restarted = try await Instance.run(["restart-database", instance.folder])
                 #expect(restarted.status == 0, "\(restarted.output)")
                 try await client.enqueue(.insert(into: "todos", key: ["id": 2], body: ["title": "Bread"]))
                 let first = try await client.sync()
                 if first.syncedCount == 0 { #expect(first.stoppedBy?.status == 503 && first.stoppedBy?.code == "PGRST000") }
                 if first.syncedCount == 0 { #expect(try await client.sync().syncedCount == 1) }
-                #expect(try instance.sql("select row_id from applied order by seq") == ["1", "2"])
+                #expect(try await instance.sql("select row_id from applied order by seq") == ["1", "2"])
                 client.close()
             }
         }
@@ -305,18 +305,18 @@ extension PostgRESTTransportTests {
                 var configuration = OutboxConfiguration(autoSync: false)
                 configuration.clock = ManualClock()
                 let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "notes", key: ["id": 1], body: ["text": "hello"]))
                 let early = try await client.sync()
                 #expect(early.stoppedBy == PassFailure(kind: .schemaCache, status: 404, code: "PGRST205"))
                 let waiting = try #require(try await client.queue.all().first)
                 #expect(waiting.state == .pending && waiting.refusals == 0 && waiting.schemaRefusals == 1)
-                try instance.sql(
+                try await instance.sql(
                     "create table notes (id bigint primary key, text text not null); grant select, insert on notes to authenticated"
                 )
                 let later = try await client.sync()
                 #expect(later.syncedCount == 1)
-                #expect(try instance.sql("select text from notes") == ["hello"])
+                #expect(try await instance.sql("select text from notes") == ["hello"])
                 client.close()
             }
         }
@@ -328,7 +328,7 @@ extension PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance, batchSize: 1)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 for id in 1...5 {
                     try await client.enqueue(
                         .insert(into: "todos", key: ["id": .int(Int64(id))], body: ["title": .string("t\(id)")]))
@@ -338,13 +338,13 @@ extension PostgRESTTransportTests {
                 let pass = Task { try await client.sync() }
                 // Wait (at most 30 s) until the third request is in flight, then stop the server under it.
                 while try await instance.requests().count < 3, Date().timeIntervalSince(started) < 30 { await Task.yield() }
-                #expect(try Instance.run(["stop-standin", instance.folder]).status == 0)
+                #expect(try await Instance.run(["stop-standin", instance.folder]).status == 0)
                 let stopped = try await pass.value
                 #expect(stopped.syncedCount == 2 && stopped.stoppedBy?.kind == .network)
-                #expect(try Instance.run(["start-standin", instance.folder]).status == 0)
+                #expect(try await Instance.run(["start-standin", instance.folder]).status == 0)
                 let rest = try await client.sync()
                 #expect(rest.syncedCount == 3)
-                #expect(try instance.sql("select row_id from applied order by seq") == ["1", "2", "3", "4", "5"])
+                #expect(try await instance.sql("select row_id from applied order by seq") == ["1", "2", "3", "4", "5"])
                 client.close()
             }
         }
@@ -360,7 +360,7 @@ extension PostgRESTTransportTests {
         try await Instance.with { instance in
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
                 for id in 1...2 {
                     try await client.enqueue(
@@ -376,31 +376,31 @@ extension PostgRESTTransportTests {
                 #expect(stopped.verdicts.map(\.kind) == [.accepted, .notSent, .notSent], "\(stopped.verdicts)")
                 #expect(stopped.stoppedBy?.status == 503 && stopped.stoppedBy?.code == "PGRST001")
                 #expect(try await instance.requests().count - before == 2, "the third write was never sent")
-                #expect(try instance.sql("select id, done from todos order by id") == ["1|t", "2|f"])
+                #expect(try await instance.sql("select id, done from todos order by id") == ["1|t", "2|f"])
                 #expect(try await client.queue.all().allSatisfy { $0.refusals == 0 })
                 let healed = try await client.sync()
                 #expect(healed.syncedCount == 2 && healed.stoppedBy == nil)
-                #expect(try instance.sql("select id, done from todos order by id") == ["1|t", "2|t"])
-                #expect(try instance.sql("select name from lists") == ["Food"])
+                #expect(try await instance.sql("select id, done from todos order by id") == ["1|t", "2|t"])
+                #expect(try await instance.sql("select name from lists") == ["Food"])
 
                 // bob's token cannot make a row that claims to be alice's: row-level security (42501).
-                try await client.settleSession(user: "bob", accessToken: try instance.token("bob"))
+                try await client.settleSession(user: "bob", accessToken: try await instance.token("bob"))
                 let claim = try await client.enqueue(
                     .insert(into: "todos", key: ["id": 3], body: ["title": "Mine now", "owner": "alice"]))
                 let refused = try await client.sync()
                 #expect(refused.stoppedBy == PassFailure(kind: .http, status: 403, code: "42501"), "\(refused)")
                 let claimed = try await client.queue.all().first { $0.id == claim }
                 #expect(claimed?.state.name == "pending" && claimed?.refusals == 0)
-                #expect(try instance.sql("select count(*) from todos") == ["2"])
+                #expect(try await instance.sql("select count(*) from todos") == ["2"])
                 client.close()
             }
             // A database in read-only mode (a replica, a project being restored): 405 25006.
-            try instance.sql(
+            try await instance.sql(
                 "do $$ begin execute format('alter database %I set default_transaction_read_only = on', current_database()); end $$"
             )
             try await withTemporaryLog { path in
                 let (client, _) = try client(path, instance)
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 4], body: ["title": "Eggs"]))
                 let readOnly = try await client.sync()
                 #expect(readOnly.stoppedBy == PassFailure(kind: .http, status: 405, code: "25006"), "\(readOnly)")
@@ -433,7 +433,7 @@ extension PostgRESTTransportTests {
                     url: instance.url, apiKey: instance.apiKey, tables: ["todos": ["id"]], timeout: 100)
                 let client = try OutboxClient.open(
                     path: path, transport: transport, configuration: OutboxConfiguration(autoSync: false))
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 let (pass, started) = try await held(client)
                 try await client.clearLocalData(user: "alice")
                 let report = try await pass.value
@@ -446,14 +446,14 @@ extension PostgRESTTransportTests {
                     url: instance.url, apiKey: instance.apiKey, tables: ["todos": ["id"]], timeout: 100)
                 let client = try OutboxClient.open(
                     path: path, transport: transport, configuration: OutboxConfiguration(autoSync: false))
-                try await client.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 let (pass, started) = try await held(client)
                 client.close()
                 _ = try? await pass.value
                 #expect(Date().timeIntervalSince(started) < 90, "cancelled, not waited out")
                 let again = try OutboxClient.open(
                     path: path, transport: transport, configuration: OutboxConfiguration(autoSync: false))
-                try await again.settleSession(user: "alice", accessToken: try instance.token("alice"))
+                try await again.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 #expect(try await again.queue.all().map(\.refusals) == [0], "still queued, uncharged")
                 #expect(try await again.sync().syncedCount == 1)
                 again.close()

@@ -1,7 +1,7 @@
 import Foundation
 import Outbox
 import OutboxHTTP
-import Synchronization
+import OutboxProcess
 import Testing
 
 /// The soak, in the manner of Jepsen's total-queue check: a seeded random workload of two users on
@@ -62,7 +62,7 @@ struct SoakTests {
                     counts.syncs += 1
                     let kill = below(10) < 4 ? 0.005 + Double(below(80)) / 1000 : nil
                     let restart = action >= 95 ? (action >= 98 ? "restart-database" : "restart-standin") : nil
-                    let killed = try Self.sync(device, instance, killAfter: kill, restart: restart)
+                    let killed = try await Self.sync(device, instance, killAfter: kill, restart: restart)
                     if killed { counts.kills += 1 }
                     if restart == "restart-database" { counts.database += 1 } else if restart != nil { counts.standin += 1 }
                 case 85..<90:
@@ -99,7 +99,7 @@ struct SoakTests {
                     let origin = try client.origin().description
                     let writes = try await client.queue.all()
                     for write in writes { verdicts[write.state.name, default: 0] += 1 }
-                    failures += try Self.check(
+                    failures += try await Self.check(
                         writes, withdrawn: device.withdrawn.union(withdrawn), origin: origin, instance)
                 }
             }
@@ -181,45 +181,34 @@ struct SoakTests {
         configuration.clock = ManualClock()
         let client = try OutboxClient.open(path: device.path, transport: transport, configuration: configuration)
         defer { client.close() }
-        try await client.settleSession(user: device.user, accessToken: try instance.token(device.user))
+        try await client.settleSession(user: device.user, accessToken: try await instance.token(device.user))
         try await body(client)
     }
 
     /// One `outbox sync` of the device's log, SIGKILLed `killAfter` seconds in, with a server restart
     /// under it; whether it was killed.
-    static func sync(_ device: Device, _ instance: Instance, killAfter: Double?, restart: String?) throws -> Bool {
+    static func sync(_ device: Device, _ instance: Instance, killAfter: Double?, restart: String?) async throws -> Bool {
         guard FileManager.default.fileExists(atPath: device.path) else { return false }
-        let process = Process()
-        process.executableURL = SyncCommandTests.binary
-        process.arguments = [
-            "sync", device.path, "--url", instance.url.absoluteString, "--transport", "contract", "--batch", "8",
-        ]
-        process.environment = ProcessInfo.processInfo.environment.merging([
-            "OUTBOX_ACCESS_TOKEN": try instance.token(device.user), "OUTBOX_APIKEY": instance.apiKey,
-        ]) { $1 }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let child = try ChildProcess(
+            SyncCommandTests.binary,
+            ["sync", device.path, "--url", instance.url.absoluteString, "--transport", "contract", "--batch", "8"],
+            environment: ProcessInfo.processInfo.environment.merging([
+                "OUTBOX_ACCESS_TOKEN": try await instance.token(device.user), "OUTBOX_APIKEY": instance.apiKey,
+            ]) { $1 }, output: .discard, errors: .apart(.discard))
         // A run that hangs (a request the restart left waiting for its timeout) is killed at 20 s.
-        let pid = process.processIdentifier
-        let ended = Mutex(false)
-        DispatchQueue.global().asyncAfter(deadline: .now() + (killAfter ?? 20)) {
-            ended.withLock { if !$0 { _ = kill(pid, SIGKILL) } }
-        }
-        if let restart { _ = try Instance.run([restart, instance.folder]) }
-        process.waitUntilExit()
-        ended.withLock { $0 = true }
-        return process.terminationReason == .uncaughtSignal
+        child.kill(after: killAfter ?? 20)
+        if let restart { _ = try await Instance.run([restart, instance.folder]) }
+        return await child.ended().signalled
     }
 
     /// The database's record of one device's writes against what the device says of them.
-    static func check(_ writes: [QueuedWrite], withdrawn: Set<WriteID>, origin: String, _ instance: Instance) throws
+    static func check(_ writes: [QueuedWrite], withdrawn: Set<WriteID>, origin: String, _ instance: Instance) async throws
         -> [String]
     {
         var applies: [UInt64: Int] = [:]
         var lastByRow: [String: UInt64] = [:]
         var failures: [String] = []
-        for line in try instance.sql(
+        for line in try await instance.sql(
             "select outbox_write, tbl, row_id from applied where outbox_origin = '\(origin)' order by seq")
         {
             let parts = line.split(separator: "|").map(String.init)
@@ -237,9 +226,9 @@ struct SoakTests {
             lastByRow[row] = id
         }
         let answered = Set(
-            try instance.sql("select write_id from outbox.answers where origin = '\(origin)'").compactMap(UInt64.init))
+            try await instance.sql("select write_id from outbox.answers where origin = '\(origin)'").compactMap(UInt64.init))
         let siblings = Set(
-            try instance.sql("select write_id from outbox.siblings where origin = '\(origin)'").compactMap(UInt64.init))
+            try await instance.sql("select write_id from outbox.siblings where origin = '\(origin)'").compactMap(UInt64.init))
         for write in writes {
             let id = write.id.rawValue
             let count = applies[id] ?? 0

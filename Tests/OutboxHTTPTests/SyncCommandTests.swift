@@ -1,6 +1,7 @@
 import Foundation
 import Outbox
 import OutboxHTTP
+import OutboxProcess
 import Testing
 
 /// `outbox sync` (issue 15's exact syntax) against the stand-in, and client processes killed during
@@ -12,36 +13,25 @@ struct SyncCommandTests {
 
     struct Run {
         let status: Int32
-        let reason: Process.TerminationReason
+        let signalled: Bool
         let stdout: String
         let stderr: String
     }
 
     /// Runs the tool with `environment` added; with `killAfter`, SIGKILLs it that many seconds in.
-    static func outbox(_ arguments: [String], environment: [String: String] = [:], killAfter: Double? = nil) throws -> Run {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        if let killAfter {
-            let pid = process.processIdentifier
-            DispatchQueue.global().asyncAfter(deadline: .now() + killAfter) { kill(pid, SIGKILL) }
-        }
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(
-            status: process.terminationStatus, reason: process.terminationReason, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
+    static func outbox(_ arguments: [String], environment: [String: String] = [:], killAfter: Double? = nil) async throws
+        -> Run
+    {
+        let child = try ChildProcess(
+            binary, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            errors: .apart(.capture))
+        if let killAfter { child.kill(after: killAfter) }
+        let ended = await child.ended()
+        return Run(status: ended.status, signalled: ended.signalled, stdout: ended.text, stderr: ended.errorText)
     }
 
-    static func enqueue(_ log: String, _ id: Int, title: String) throws {
-        let run = try outbox([
+    static func enqueue(_ log: String, _ id: Int, title: String) async throws {
+        let run = try await outbox([
             "enqueue", log, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":\#(id)}"#,
             "--body", #"{"title":"\#(title)"}"#,
         ])
@@ -51,27 +41,27 @@ struct SyncCommandTests {
     @Test func syncSendsTheLogsWritesAndSaysHowItEnded() async throws {
         try await Instance.with { instance in
             try await withTemporaryLog { log in
-                for id in 1...3 { try Self.enqueue(log, id, title: "t\(id)") }
-                let missing = try Self.outbox(["sync", log, "--url", instance.url.absoluteString])
+                for id in 1...3 { try await Self.enqueue(log, id, title: "t\(id)") }
+                let missing = try await Self.outbox(["sync", log, "--url", instance.url.absoluteString])
                 #expect(missing.status == 2 && missing.stderr.contains("OUTBOX_ACCESS_TOKEN"))
-                let environment = ["OUTBOX_ACCESS_TOKEN": try instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
-                let run = try Self.outbox(
+                let environment = ["OUTBOX_ACCESS_TOKEN": try await instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
+                let run = try await Self.outbox(
                     ["sync", log, "--url", instance.url.absoluteString, "--json"], environment: environment)
                 #expect(run.status == 0, "\(run.stderr)")
                 let report = try JSONText.parse(run.stdout.trimmingCharacters(in: .newlines))
                 guard case .object(let fields) = report else { throw CancellationError() }
                 #expect(fields["syncedCount"] == .int(3) && fields["stoppedBy"] == .null)
                 #expect(
-                    try instance.sql("select id, title, owner from todos order by id") == [
+                    try await instance.sql("select id, title, owner from todos order by id") == [
                         "1|t1|alice", "2|t2|alice", "3|t3|alice",
                     ])
                 #expect(
                     !run.stdout.contains(environment["OUTBOX_ACCESS_TOKEN"]!)
                         && !run.stderr.contains(environment["OUTBOX_ACCESS_TOKEN"]!))
 
-                try Self.enqueue(log, 4, title: "t4")
-                try Instance.run(["stop-standin", instance.folder])
-                let down = try Self.outbox(
+                try await Self.enqueue(log, 4, title: "t4")
+                try await Instance.run(["stop-standin", instance.folder])
+                let down = try await Self.outbox(
                     ["sync", log, "--url", instance.url.absoluteString, "--json"], environment: environment)
                 #expect(down.status == 1, "stopped with a write still queued: \(down.stdout) \(down.stderr)")
                 #expect(down.stdout.contains(#""stoppedBy":{"code":null,"kind":"network","status":null}"#), "\(down.stdout)")
@@ -96,13 +86,14 @@ struct SyncCommandTests {
                 _ = try await client.enqueue(contentsOf: writes)
                 client.close()
                 let kills = try await Self.drainWithKills(log, instance, seed: 15)
-                let applied = try instance.sql("select row_id from applied where op = 'insert' order by seq").compactMap {
+                let applied = try await instance.sql("select row_id from applied where op = 'insert' order by seq").compactMap {
                     Int($0)
                 }
                 #expect(applied.count == count, "each write applied once (\(applied.count) applies, \(kills) kills)")
                 #expect(applied == Array(1...count), "in order")
                 #expect(
-                    try instance.sql("select count(*) from todos where title = 't' || id") == ["\(count)"], "with its content")
+                    try await instance.sql("select count(*) from todos where title = 't' || id") == ["\(count)"],
+                    "with its content")
             }
         }
     }
@@ -112,17 +103,17 @@ struct SyncCommandTests {
     @Test func enqueueWithABaseVersionAndSyncThroughTheContract() async throws {
         try await Instance.with { instance in
             try await withTemporaryLog { log in
-                func enqueue(_ extra: [String]) throws -> Run {
-                    try Self.outbox(["enqueue", log, "--user", "alice", "--table", "todos", "--key", #"{"id":1}"#] + extra)
+                func enqueue(_ extra: [String]) async throws -> Run {
+                    try await Self.outbox(["enqueue", log, "--user", "alice", "--table", "todos", "--key", #"{"id":1}"#] + extra)
                 }
-                #expect(try enqueue(["--op", "insert", "--body", #"{"title":"Milk"}"#]).status == 0)
-                #expect(try enqueue(["--op", "update", "--body", #"{"done":true}"#, "--base-version", "1"]).status == 0)
-                #expect(try enqueue(["--op", "update", "--body", #"{"title":"Oat"}"#, "--base-version", "1"]).status == 0)
-                #expect(try enqueue(["--op", "update", "--body", #"{"title":"Rye"}"#, "--base-version", "2"]).status == 0)
-                let bad = try enqueue(["--op", "update", "--body", "{}", "--base-version", "0"])
+                #expect(try await enqueue(["--op", "insert", "--body", #"{"title":"Milk"}"#]).status == 0)
+                #expect(try await enqueue(["--op", "update", "--body", #"{"done":true}"#, "--base-version", "1"]).status == 0)
+                #expect(try await enqueue(["--op", "update", "--body", #"{"title":"Oat"}"#, "--base-version", "1"]).status == 0)
+                #expect(try await enqueue(["--op", "update", "--body", #"{"title":"Rye"}"#, "--base-version", "2"]).status == 0)
+                let bad = try await enqueue(["--op", "update", "--body", "{}", "--base-version", "0"])
                 #expect(bad.status == 2 && bad.stderr.contains("--base-version"))
-                let environment = ["OUTBOX_ACCESS_TOKEN": try instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
-                let run = try Self.outbox(
+                let environment = ["OUTBOX_ACCESS_TOKEN": try await instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
+                let run = try await Self.outbox(
                     ["sync", log, "--url", instance.url.absoluteString, "--transport", "contract", "--json"],
                     environment: environment)
                 #expect(run.status == 0, "\(run.stderr)")
@@ -136,8 +127,8 @@ struct SyncCommandTests {
                     return kind
                 }
                 #expect(kinds == ["accepted", "accepted", "merged", "conflicted"])
-                #expect(try instance.sql("select title, done, version from todos") == ["Oat|t|3"])
-                let unknown = try Self.outbox(
+                #expect(try await instance.sql("select title, done, version from todos") == ["Oat|t|3"])
+                let unknown = try await Self.outbox(
                     ["sync", log, "--url", instance.url.absoluteString, "--transport", "graphql"], environment: environment)
                 #expect(unknown.status == 2 && unknown.stderr.contains("postgrest and contract"))
             }
@@ -149,7 +140,7 @@ struct SyncCommandTests {
     static func drainWithKills(_ log: String, _ instance: Instance, seed: UInt64, transport: String = "postgrest")
         async throws -> Int
     {
-        let environment = ["OUTBOX_ACCESS_TOKEN": try instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
+        let environment = ["OUTBOX_ACCESS_TOKEN": try await instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
         // A lost acknowledgement too: the stand-in commits one request and drops its connection.
         try await instance.fault([["latency": 0.01], ["drop": true]])
         let random = SeededRandomSource(seed: seed)
@@ -157,10 +148,10 @@ struct SyncCommandTests {
         var finished = false
         for attempt in 0..<60 where !finished {
             let delay = attempt < 8 ? 0.05 + Double(random.next() % 550) / 1000 : nil
-            let run = try outbox(
+            let run = try await outbox(
                 ["sync", log, "--url", instance.url.absoluteString, "--transport", transport, "--batch", "7"],
                 environment: environment, killAfter: delay)
-            if run.reason == .uncaughtSignal { kills += 1 } else if run.status == 0 { finished = true }
+            if run.signalled { kills += 1 } else if run.status == 0 { finished = true }
         }
         #expect(finished, "the drain finished")
         #expect(kills > 0, "some runs were killed")
@@ -186,9 +177,9 @@ struct SyncCommandTests {
                 _ = try await client.enqueue(contentsOf: writes)
                 client.close()
                 let kills = try await Self.drainWithKills(log, instance, seed: 16, transport: "contract")
-                let counts = try instance.sql("select id, n from counters order by id")
+                let counts = try await instance.sql("select id, n from counters order by id")
                 #expect(counts == expected.keys.sorted().map { "\($0)|\(expected[$0]!)" }, "\(counts) after \(kills) kills")
-                #expect(try instance.sql("select count(*) from applied where tbl = 'counters'") == ["150"], "each once")
+                #expect(try await instance.sql("select count(*) from applied where tbl = 'counters'") == ["150"], "each once")
             }
         }
     }

@@ -33,7 +33,7 @@ struct TransportConformanceTests {
                     url: instance.url, apiKey: instance.apiKey, tables: ["lists": ["id"], "todos": ["id"]], timeout: 20)
                 try await body(
                     Subject(
-                        transport: transport, token: try instance.token("alice"),
+                        transport: transport, token: try await instance.token("alice"),
                         loseNextAcknowledgement: { try await instance.fault([["drop": true]]) }))
             }
         case .contract:
@@ -41,7 +41,7 @@ struct TransportConformanceTests {
                 let transport = try ContractTransport(url: instance.url, apiKey: instance.apiKey, timeout: 20)
                 try await body(
                     Subject(
-                        transport: transport, token: try instance.token("alice"),
+                        transport: transport, token: try await instance.token("alice"),
                         loseNextAcknowledgement: { try await instance.fault([["drop": true]]) }))
             }
         }
