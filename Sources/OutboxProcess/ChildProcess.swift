@@ -7,16 +7,13 @@ internal import Synchronization
     internal import Darwin
 #endif
 
-/// A child process of the tool, the benchmarks or the tests, waited for without
-/// `Process.waitUntilExit()`. That call polls the calling thread's run loop for the child's end, and
-/// on Linux a wait from a thread other than the one that started the child (any thread of the
-/// concurrency pool, after a suspension) can miss it and wait forever: a suite that passes alone
-/// hangs after some hundreds of children. Here the end comes from `terminationHandler`, set before the
-/// child starts, and what the child prints is read on threads of their own, never on the pool's.
-package final class ChildProcess: @unchecked Sendable {
-    // @unchecked Sendable: `process` is configured before `run()` and only read after; the output and
-    // the end are kept behind `state`'s mutex.
-
+/// A child process of the tool, the benchmarks or the tests, started with `posix_spawn` and waited for
+/// with `waitpid` on a thread of its own. Foundation's `Process` is not used: on Linux its
+/// `waitUntilExit()` polls a run loop and, from a thread other than the one that started the child
+/// (any task of the concurrency pool), can miss the end and wait forever; and under many children at
+/// once its spawn failed with EBADF. Here every descriptor but the three standard ones is closed in
+/// the child, what the child prints is read on threads of their own, and the end is the kernel's word.
+package final class ChildProcess: Sendable {
     /// Where one of the child's output streams goes.
     package enum Output: Sendable {
         /// Kept, and returned in `Ended`.
@@ -28,23 +25,6 @@ package final class ChildProcess: @unchecked Sendable {
         /// A pipe or file of the caller's, which reads it (or closes it) itself.
         case handle(FileHandle)
         case pipe(Pipe)
-    }
-
-    /// How the child ended, and what it printed (for the streams captured).
-    package struct Ended: Equatable, Sendable {
-        /// The exit status, or the signal that ended it.
-        package var status: Int32
-        /// Whether a signal ended it (`status` is then the signal).
-        package var signalled: Bool
-        /// Its standard output; with `errors: .merged`, its standard error too.
-        package var output: Data
-        /// Its standard error, when captured apart.
-        package var errors: Data
-
-        package var text: String { String(decoding: output, as: UTF8.self) }
-        package var errorText: String { String(decoding: errors, as: UTF8.self) }
-        /// Exited with 0.
-        package var succeeded: Bool { !signalled && status == 0 }
     }
 
     /// What the child reads on its standard input.
@@ -64,109 +44,116 @@ package final class ChildProcess: @unchecked Sendable {
         case apart(Output)
     }
 
+    /// How the child ended, and what it printed (for the streams captured).
+    package struct Ended: Equatable, Sendable {
+        /// The exit status, or the signal that ended it.
+        package var status: Int32
+        /// Whether a signal ended it (`status` is then the signal).
+        package var signalled: Bool
+        /// Its standard output; with `errors: .merged`, its standard error too.
+        package var output: Data
+        /// Its standard error, when captured apart.
+        package var errors: Data
+
+        package var text: String { String(decoding: output, as: UTF8.self) }
+        package var errorText: String { String(decoding: errors, as: UTF8.self) }
+        /// Exited with 0.
+        package var succeeded: Bool { !signalled && status == 0 }
+    }
+
+    /// A spawn that failed: the call and its errno.
+    package struct SpawnError: Error, CustomStringConvertible {
+        package let executable: String
+        package let call: String
+        package let code: Int32
+        package var description: String { "\(call) \(executable): \(String(cString: strerror(code)))" }
+    }
+
     private struct State {
         var output = Data()
         var errors = Data()
         var ended: (status: Int32, signalled: Bool)?
     }
 
-    /// What the termination handler and the reader threads fill in.
+    /// What the waiting and reading threads fill in.
     private final class Shared: Sendable {
         let state = Mutex(State())
         let finished = DispatchGroup()
     }
 
-    private let process = Process()
     private let shared = Shared()
+
+    /// The child's process id.
+    package let pid: pid_t
 
     /// This program's own executable (a harness runs itself as its workers).
     package static var currentProgram: URL { URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath() }
-
-    /// The child's process id.
-    package var pid: Int32 { process.processIdentifier }
 
     /// Starts `executable` with `arguments`; `environment` replaces this process's when given.
     package init(
         _ executable: URL, _ arguments: [String], environment: [String: String]? = nil, input: Input = .inherit,
         output: Output = .capture, errors: Errors = .merged
     ) throws {
-        process.executableURL = executable
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        var readers: [(handle: FileHandle, isErrors: Bool)] = []
-        func target(_ output: Output, isErrors: Bool) -> Any? {
-            switch output {
-            case .inherit: return nil
-            case .discard: return FileHandle.nullDevice
-            case .handle(let handle): return handle
-            case .pipe(let pipe): return pipe
-            case .capture:
-                let pipe = Pipe()
-                readers.append((pipe.fileHandleForReading, isErrors))
-                return pipe
-            }
-        }
-        let out = target(output, isErrors: false)
-        if let out { process.standardOutput = out }
-        switch errors {
-        case .merged: if let out { process.standardError = out }
-        case .apart(let kind): if let err = target(kind, isErrors: true) { process.standardError = err }
-        }
-        var feed: (Pipe, Data)?
+        let path = executable.path
+        var plan = SpawnPlan()
+        defer { plan.closeParentCopies() }
         switch input {
         case .inherit: break
-        case .pipe(let pipe): process.standardInput = pipe
-        case .data(let data):
-            let pipe = Pipe()
-            process.standardInput = pipe
-            feed = (pipe, data)
+        case .pipe(let pipe): plan.give(pipe.fileHandleForReading, as: STDIN_FILENO)
+        case .data(let data): try plan.feed(data, path: path)
         }
+        let outputReader = try plan.route(output, to: STDOUT_FILENO, path: path)
+        var errorReader: Int32?
+        switch errors {
+        case .merged:
+            // Into output, wherever it goes (an inherited output leaves both streams as they are).
+            if case .inherit = output {} else { plan.dup(STDOUT_FILENO, as: STDERR_FILENO) }
+        case .apart(let kind): errorReader = try plan.route(kind, to: STDERR_FILENO, path: path)
+        }
+        pid = try plan.spawn(path, arguments, environment: environment)
+
+        let shared = self.shared
         shared.finished.enter()
-        process.terminationHandler = { [shared] process in
-            shared.state.withLock { $0.ended = (process.terminationStatus, process.terminationReason == .uncaughtSignal) }
+        let pid = self.pid
+        Thread {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let signal = status & 0x7f
+            let ended = signal == 0 ? (status >> 8 & 0xff, false) : (signal, true)
+            shared.state.withLock { $0.ended = ended }
             shared.finished.leave()
-        }
-        do {
-            try process.run()
-        } catch {
-            shared.finished.leave()
-            throw error
-        }
-        for (handle, isErrors) in readers {
+        }.start()
+        for (fd, isErrors) in [(outputReader, false), (errorReader, true)] {
+            guard let fd else { continue }
             shared.finished.enter()
-            Thread { [shared] in
-                let data = handle.readDataToEndOfFile()
+            Thread {
+                let data = Self.readToEnd(fd)
                 shared.state.withLock { state in
                     if isErrors { state.errors = data } else { state.output = data }
                 }
                 shared.finished.leave()
             }.start()
         }
-        if let (pipe, data) = feed {
-            Thread {
-                try? pipe.fileHandleForWriting.write(contentsOf: data)
-                try? pipe.fileHandleForWriting.close()
-            }.start()
+        if let (fd, data) = plan.feeding {
+            plan.feeding = nil
+            Thread { Self.write(data, to: fd) }.start()
         }
     }
 
     /// Whether the child has not ended yet.
     package var isRunning: Bool { shared.state.withLock { $0.ended == nil } }
 
-    /// Sends `signal` to the child (SIGKILL unless told).
+    /// Sends `signal` to the child (SIGKILL unless told), unless it already ended.
     package func send(_ signal: Int32 = SIGKILL) {
-        #if canImport(Glibc)
-            _ = Glibc.kill(pid, signal)
-        #elseif canImport(Darwin)
-            _ = Darwin.kill(pid, signal)
-        #endif
+        shared.state.withLock { state in
+            // Under the lock the end is recorded in: a pid reaped may be another process's by now.
+            if state.ended == nil { _ = Glibc.kill(pid, signal) }
+        }
     }
 
     /// Sends SIGKILL `seconds` from now, unless the child ended before.
     package func kill(after seconds: Double) {
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
-            if isRunning { send(SIGKILL) }
-        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in send(SIGKILL) }
     }
 
     /// Blocks until the child ended and its captured streams closed; for threads that are not the
@@ -206,5 +193,150 @@ package final class ChildProcess: @unchecked Sendable {
         output: Output = .capture, errors: Errors = .merged
     ) throws -> Ended {
         try ChildProcess(executable, arguments, environment: environment, input: input, output: output, errors: errors).wait()!
+    }
+
+    private static func readToEnd(_ fd: Int32) -> Data {
+        defer { close(fd) }
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                data.append(contentsOf: chunk[0..<count])
+            } else if count == 0 || errno != EINTR {
+                return data
+            }
+        }
+    }
+
+    /// Writes `data` to a socket and closes it; a child that stops reading is no signal to this process.
+    private static func write(_ data: Data, to fd: Int32) {
+        defer { close(fd) }
+        data.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let sent = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if sent > 0 {
+                    offset += sent
+                } else if errno != EINTR {
+                    return
+                }
+            }
+        }
+    }
+}
+
+/// The descriptors a spawn gives its child, and the parent's copies to close once it has started.
+private struct SpawnPlan {
+    /// (descriptor in this process, standard descriptor in the child)
+    var moves: [(Int32, Int32)] = []
+    var parentCopies: [Int32] = []
+    var handles: [FileHandle] = []
+    var feeding: (Int32, Data)?
+
+    /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34), which Swift's Glibc module does not show.
+    typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    static let closeFrom: CloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map {
+        unsafeBitCast($0, to: CloseFrom.self)
+    }
+
+    mutating func give(_ handle: FileHandle, as target: Int32) {
+        moves.append((handle.fileDescriptor, target))
+        handles.append(handle)
+    }
+
+    mutating func dup(_ source: Int32, as target: Int32) { moves.append((-source - 1, target)) }
+
+    /// Routes a stream; returns the descriptor to read for `.capture`.
+    mutating func route(_ output: ChildProcess.Output, to target: Int32, path: String) throws -> Int32? {
+        switch output {
+        case .inherit: return nil
+        case .handle(let handle):
+            give(handle, as: target)
+            return nil
+        case .pipe(let pipe):
+            give(pipe.fileHandleForWriting, as: target)
+            return nil
+        case .discard:
+            let fd = open("/dev/null", O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw ChildProcess.SpawnError(executable: path, call: "open /dev/null for", code: errno) }
+            moves.append((fd, target))
+            parentCopies.append(fd)
+            return nil
+        case .capture:
+            var fds: [Int32] = [0, 0]
+            guard pipe(&fds) == 0 else { throw ChildProcess.SpawnError(executable: path, call: "pipe for", code: errno) }
+            for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            moves.append((fds[1], target))
+            parentCopies.append(fds[1])
+            return fds[0]
+        }
+    }
+
+    /// Standard input from a socket this process writes `data` to (a socket, so that a child that
+    /// exits unread raises no SIGPIPE here).
+    mutating func feed(_ data: Data, path: String) throws {
+        var fds: [Int32] = [0, 0]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw ChildProcess.SpawnError(executable: path, call: "socketpair for", code: errno)
+        }
+        moves.append((fds[0], STDIN_FILENO))
+        parentCopies.append(fds[0])
+        feeding = (fds[1], data)
+    }
+
+    func spawn(_ path: String, _ arguments: [String], environment: [String: String]?) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for (source, target) in moves {
+            // A negative source names a standard descriptor of the child itself (stderr into stdout).
+            posix_spawn_file_actions_adddup2(&actions, source < 0 ? -source - 1 : source, target)
+        }
+        // Nothing of this process's but the three standard descriptors reaches the child: no pipe of
+        // another child's held open by this one, keeping its reader from the end.
+        if let closeFrom = Self.closeFrom { _ = closeFrom(&actions, 3) }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // The child starts with every signal at its default and none blocked, whatever this process set.
+        var defaults = sigset_t()
+        sigfillset(&defaults)
+        sigdelset(&defaults, SIGKILL)
+        sigdelset(&defaults, SIGSTOP)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp ?? [] { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let rc = argv.withUnsafeBufferPointer { argv in
+            if let envp {
+                return envp.withUnsafeBufferPointer {
+                    posix_spawn(&pid, path, &actions, &attributes, argv.baseAddress!, $0.baseAddress!)
+                }
+            }
+            return posix_spawn(&pid, path, &actions, &attributes, argv.baseAddress!, environ)
+        }
+        guard rc == 0 else { throw ChildProcess.SpawnError(executable: path, call: "posix_spawn", code: rc) }
+        return pid
+    }
+
+    /// After the spawn (or a failure before it): this process lets go of the child's ends.
+    mutating func closeParentCopies() {
+        for fd in parentCopies { close(fd) }
+        parentCopies = []
+        for handle in handles where handle !== FileHandle.standardInput && handle !== FileHandle.standardOutput {
+            // A caller's pipe end given to the child: this process's copy goes, so the end is seen.
+            if handle.fileDescriptor > STDERR_FILENO { try? handle.close() }
+        }
+        handles = []
     }
 }

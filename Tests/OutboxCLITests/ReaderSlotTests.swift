@@ -15,12 +15,15 @@ import Testing
             let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
                 "outbox")
             for _ in 0..<140 {
+                // Its input stays open: the reader stays inside its read until it is killed.
+                let input = Pipe()
                 let out = Pipe()
-                let reader = try ChildProcess(binary, ["hold-reader", log], input: .pipe(Pipe()), output: .pipe(out))
+                let reader = try ChildProcess(binary, ["hold-reader", log], input: .pipe(input), output: .pipe(out))
                 let line = out.fileHandleForReading.availableData
                 #expect(String(decoding: line, as: UTF8.self).hasPrefix("READING"))
                 reader.send(SIGKILL)
-                _ = reader.wait()
+                #expect(reader.wait()?.signalled == true, "killed inside its read")
+                withExtendedLifetime(input) {}
             }
             #expect(try holder.all(user: nil).count == 2)
             let enqueue = try outbox(

@@ -25,6 +25,8 @@ public final class OutboxClient: Sendable {
     let status = Mutex(SyncStatus())
     let statusUpdates = Broadcast<SyncStatus>()
     let eventStream = Broadcast<OutboxEvent>(missed: { .missed(count: $0) })
+    /// Wakes the change feeds after each commit.
+    let commits = CommitSignal()
 
     struct Session {
         var user: String?
@@ -103,6 +105,7 @@ public final class OutboxClient: Sendable {
         }
         statusUpdates.finish()
         eventStream.finish()
+        commits.finish()
     }
 
     var isClosedNow: Bool { isClosed.load(ordering: .sequentiallyConsistent) }
@@ -226,6 +229,11 @@ public final class OutboxClient: Sendable {
         try Task.checkCancellation()
         throw OutboxError(.closed, "the outbox client closed before write \(id) had an outcome", writeID: id)
     }
+
+    /// The log's events after `sequence` (0: from the first), in order, then each new one as it is
+    /// committed; see `OutboxChanges`. Keep the `sequence` of the last event handled, and pass it
+    /// here after a restart: nothing is missed or repeated.
+    public func changes(after sequence: UInt64 = 0) -> OutboxChanges { OutboxChanges(client: self, after: sequence) }
 
     // MARK: - Audit and debugging
 

@@ -414,6 +414,7 @@ extension OutboxClient {
 
     /// Called after every commit of the log.
     func didCommit(_ events: [RecordedEvent]) {
+        commits.advance()
         refreshStatus()
         for event in OutboxEvent.of(events) { eventStream.send(event) }
     }

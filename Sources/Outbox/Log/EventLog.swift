@@ -213,6 +213,17 @@ package final class EventLog: Sendable {
         }
     }
 
+    /// Up to `limit` events after `sequence`, in order, from one snapshot: a page of the change feed.
+    package func events(after sequence: UInt64, limit: Int) throws -> [RecordedEvent] {
+        guard sequence < .max else { return [] }
+        var events: [RecordedEvent] = []
+        try forEachEvent(from: sequence + 1) { event in
+            events.append(event)
+            return events.count < limit
+        }
+        return events
+    }
+
     /// `forEachEvent` inside a transaction the caller holds (a consistent snapshot with other reads).
     /// Sequences run on from `from` without a gap: a missing one (a damaged key) throws `.damaged`
     /// naming it, before anything past it is read.
