@@ -257,7 +257,8 @@ private struct Run {
 
     private func makeWrite(_ spec: Scenario.WriteSpec, step: Int) throws -> Write {
         Write(
-            table: spec.table, operation: Operation(word: spec.op), key: spec.key, body: spec.body, baseVersion: spec.baseVersion,
+            table: spec.table, operation: WriteOperation(word: spec.op), key: spec.key, body: spec.body,
+            baseVersion: spec.baseVersion,
             dependsOn: try spec.dependsOn.map { try lookUp($0, step: step) })
     }
 

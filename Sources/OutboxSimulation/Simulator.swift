@@ -244,7 +244,7 @@ struct SimulationRun {
     private mutating func newWrite() -> (Write, deps: [WriteID]) {
         let table = ["todos", "lists"][rng.below(2)]
         let key = keyShape.key(row: 1 + rng.below(6), &keyRng)
-        let ops: [Outbox.Operation] = [.insert, .update, .upsert, .delete, .custom("complete")]
+        let ops: [WriteOperation] = [.insert, .update, .upsert, .delete, .custom("complete")]
         let op = ops[rng.below(ops.count)]
         let body: JSONValue = op == .delete ? [:] : ["title": .string("t\(rng.below(1000))")]
         var explicit: [WriteID] = []

@@ -301,7 +301,7 @@ package enum Commands {
             baseVersion = version
         }
         let write = Write(
-            table: try args.required("table"), operation: Operation(word: try args.required("op")), key: key, body: body,
+            table: try args.required("table"), operation: WriteOperation(word: try args.required("op")), key: key, body: body,
             baseVersion: baseVersion, dependsOn: dependsOn)
         // A closed pipe must not kill the process after the commit: the caller would retry and queue
         // the write twice. Printing the id is checked instead.

@@ -8,7 +8,7 @@ import Testing
     static let origin = Origin(high: 1, low: 2)
 
     static func write(
-        _ id: UInt64, _ operation: Outbox.Operation, table: String = "todos", key: JSONValue = ["id": 1],
+        _ id: UInt64, _ operation: WriteOperation, table: String = "todos", key: JSONValue = ["id": 1],
         body: JSONValue = ["title": "Milk"]
     ) -> OutgoingWrite {
         OutgoingWrite(

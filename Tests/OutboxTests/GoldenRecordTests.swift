@@ -153,7 +153,7 @@ import Testing
         ]
         groups.append(events)
         events = []
-        let operations: [Outbox.Operation] = [.insert, .update, .upsert, .delete, .custom("complete_list")]
+        let operations: [WriteOperation] = [.insert, .update, .upsert, .delete, .custom("complete_list")]
         for (index, operation) in operations.enumerated() {
             events.append(
                 .writeQueued(

@@ -52,8 +52,9 @@ public final class OutboxClient: Sendable {
     /// returns).
     deinit { close() }
 
-    /// Opens the log at `url` (a folder), creating it if needed (R8.8). The session starts as the log
-    /// last recorded it, without a token until `settleSession` gives one.
+    /// Opens the log at `url` (a folder), creating it, and the folders above it, if needed (on iOS,
+    /// Application Support does not exist on first launch). The session starts as the log last
+    /// recorded it, without a token until `settleSession` gives one.
     ///
     /// With `accessToken`, every pass asks it for the token just before it sends, and once more when
     /// the server says the token is expired or invalid (then the same request goes again, under the
@@ -63,11 +64,18 @@ public final class OutboxClient: Sendable {
         at url: URL, transport: (any OutboxTransport)? = nil, configuration: OutboxConfiguration = OutboxConfiguration(),
         accessToken: (@Sendable () async throws -> String?)? = nil
     ) async throws -> OutboxClient {
-        try open(path: url.path, transport: transport, configuration: configuration, accessToken: accessToken)
+        let parent = url.deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
+        } catch {
+            throw OutboxError(.storage, "\(parent.path): the folder for the log cannot be made: \(error.localizedDescription)")
+        }
+        return try open(path: url.path, transport: transport, configuration: configuration, accessToken: accessToken)
     }
 
-    /// Opens the log at `path`; see `open(at:transport:configuration:accessToken:)`.
-    public static func open(
+    /// Opens the log at `path`, synchronously: for the package's own tools and tests (an app calls
+    /// `open(at:)`).
+    package static func open(
         path: String, transport: (any OutboxTransport)? = nil, configuration: OutboxConfiguration = OutboxConfiguration(),
         accessToken: (@Sendable () async throws -> String?)? = nil
     ) throws -> OutboxClient {

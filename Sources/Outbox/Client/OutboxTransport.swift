@@ -34,7 +34,7 @@ public struct OutgoingWrite: Hashable, Sendable {
     public var origin: Origin
     public var idempotencyKey: IdempotencyKey
     public var table: String
-    public var operation: Operation
+    public var operation: WriteOperation
     public let key: JSONValue
     public let body: JSONValue
     /// The key as canonical JSON text in UTF-8 (object keys sorted by their bytes, no white space): the
@@ -52,7 +52,7 @@ public struct OutgoingWrite: Hashable, Sendable {
     public var createdAt: Timestamp
 
     public init(
-        id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, table: String, operation: Operation, key: JSONValue,
+        id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, table: String, operation: WriteOperation, key: JSONValue,
         body: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = [], user: String = "",
         createdAt: Timestamp = Timestamp(milliseconds: 0)
     ) {

@@ -4,7 +4,7 @@ public struct WriteQueued: EventPayload {
     public var id: WriteID
     public var user: String
     public var table: String
-    public var operation: Operation
+    public var operation: WriteOperation
     public var key: JSONValue
     public var body: JSONValue
     public var baseVersion: Int64?
@@ -27,7 +27,7 @@ public struct WriteQueued: EventPayload {
     }
 
     public init(
-        id: WriteID, user: String, table: String, operation: Operation, key: JSONValue, body: JSONValue,
+        id: WriteID, user: String, table: String, operation: WriteOperation, key: JSONValue, body: JSONValue,
         baseVersion: Int64? = nil, dependsOn: [WriteID] = [], follows: [WriteID] = [], idempotencyKey: IdempotencyKey,
         atomicGroup: AtomicGroup? = nil
     ) {
@@ -71,7 +71,7 @@ public struct WriteQueued: EventPayload {
     static func decode(from reader: inout ByteReader) throws -> WriteQueued {
         let queued = WriteQueued(
             id: try reader.id(), user: try reader.string(), table: try reader.string(),
-            operation: try Operation.decode(from: &reader), key: try JSONValue.decode(from: &reader),
+            operation: try WriteOperation.decode(from: &reader), key: try JSONValue.decode(from: &reader),
             body: try JSONValue.decode(from: &reader), baseVersion: try reader.optional { try $0.signed() },
             dependsOn: try reader.ids(), follows: try reader.ids(), idempotencyKey: try IdempotencyKey.decode(from: &reader),
             atomicGroup: try reader.optional { AtomicGroup(first: try $0.id(), count: try $0.int()) })

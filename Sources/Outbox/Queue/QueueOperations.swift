@@ -72,7 +72,7 @@ enum QueueOperations {
     /// R6.2, R6.4), with the reason "the <kind> it waits for was <how>": pending ones, and refused (not
     /// final), blocked or dead ones too. Those were built on a write that will never reach the
     /// instance; left as they were, a refused one would be retried forever and never settle.
-    static func refuseDependents(of id: WriteID, kind: Operation, how: String, appender: inout Appender) throws {
+    static func refuseDependents(of id: WriteID, kind: WriteOperation, how: String, appender: inout Appender) throws {
         var frontier = [id]
         var seen: Set<WriteID> = [id]
         var refused: [WriteID] = []

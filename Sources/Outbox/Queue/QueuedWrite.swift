@@ -1,9 +1,11 @@
+public import Foundation
+
 /// A write the queue holds, with the instance's answer so far (R3.1, R6.1).
 public struct QueuedWrite: Hashable, Sendable {
     public let id: WriteID
     public let user: String
     public let table: String
-    public let operation: Operation
+    public let operation: WriteOperation
     public let key: JSONValue
     public let body: JSONValue
     public let baseVersion: Int64?
@@ -102,4 +104,12 @@ public struct QueueSnapshot: Hashable, Sendable {
     public let user: String?
     /// Every write the queue held then, every user's, in id order.
     public let writes: [QueuedWrite]
+}
+
+extension QueuedWrite {
+    /// The body as queued, decoded as `type`: the model an `Encodable` write was made from. Throws
+    /// `invalidWrite` when it does not decode.
+    public func body<T: Decodable>(as type: T.Type, with decoder: JSONDecoder = JSONDecoder()) throws -> T {
+        try body.decode(as: type, with: decoder)
+    }
 }

@@ -1,3 +1,5 @@
+public import Foundation
+
 /// A write the app asks the outbox to make: what `enqueue` takes.
 ///
 /// ```swift
@@ -6,7 +8,7 @@
 /// ```
 public struct Write: Hashable, Sendable {
     public var table: String
-    public var operation: Operation
+    public var operation: WriteOperation
     /// The row's primary key: a non-empty JSON object.
     public var key: JSONValue
     /// A JSON object; empty for a delete.
@@ -17,7 +19,7 @@ public struct Write: Hashable, Sendable {
     public var dependsOn: [WriteID]
 
     public init(
-        table: String, operation: Operation, key: JSONValue, body: JSONValue = [:], baseVersion: Int64? = nil,
+        table: String, operation: WriteOperation, key: JSONValue, body: JSONValue = [:], baseVersion: Int64? = nil,
         dependsOn: [WriteID] = []
     ) {
         self.table = table
@@ -100,5 +102,75 @@ public struct Write: Hashable, Sendable {
         if name.unicodeScalars.contains(where: isControl) {
             throw OutboxError.invalid("\(what) contains a control character")
         }
+    }
+}
+
+// MARK: - Keys and bodies from Swift values
+
+extension Write {
+    /// An insert whose key and body are made of Swift values: `["id": todo.id]`, `["title": title]`.
+    public static func insert(into table: String, key: JSONObject, body: JSONObject, dependsOn: [WriteID] = []) -> Write {
+        insert(into: table, key: JSONValue(object: key), body: JSONValue(object: body), dependsOn: dependsOn)
+    }
+
+    /// An update whose key and fields are made of Swift values.
+    public static func update(
+        _ table: String, key: JSONObject, set body: JSONObject, baseVersion: Int64? = nil, dependsOn: [WriteID] = []
+    ) -> Write {
+        update(table, key: JSONValue(object: key), set: JSONValue(object: body), baseVersion: baseVersion, dependsOn: dependsOn)
+    }
+
+    /// An upsert whose key and body are made of Swift values.
+    public static func upsert(into table: String, key: JSONObject, body: JSONObject, dependsOn: [WriteID] = []) -> Write {
+        upsert(into: table, key: JSONValue(object: key), body: JSONValue(object: body), dependsOn: dependsOn)
+    }
+
+    /// A delete whose key is made of Swift values.
+    public static func delete(from table: String, key: JSONObject, baseVersion: Int64? = nil, dependsOn: [WriteID] = []) -> Write
+    {
+        delete(from: table, key: JSONValue(object: key), baseVersion: baseVersion, dependsOn: dependsOn)
+    }
+
+    /// A named mutation whose key and body are made of Swift values.
+    public static func custom(
+        _ name: String, table: String, key: JSONObject, body: JSONObject, dependsOn: [WriteID] = []
+    ) -> Write {
+        custom(name, table: table, key: JSONValue(object: key), body: JSONValue(object: body), dependsOn: dependsOn)
+    }
+
+    // MARK: Bodies from Encodable models
+
+    /// An insert whose body is an `Encodable` model, encoded by `encoder` (it must encode as an
+    /// object): `try .insert(into: "todos", key: ["id": todo.id], encoding: todo)`. Throws
+    /// `invalidWrite` when it does not encode, or not as an object.
+    public static func insert(
+        into table: String, key: JSONObject, encoding model: some Encodable, with encoder: JSONEncoder = JSONEncoder(),
+        dependsOn: [WriteID] = []
+    ) throws -> Write {
+        insert(into: table, key: JSONValue(object: key), body: try object(model, encoder), dependsOn: dependsOn)
+    }
+
+    /// An upsert whose body is an `Encodable` model; see `insert(into:key:encoding:with:dependsOn:)`.
+    public static func upsert(
+        into table: String, key: JSONObject, encoding model: some Encodable, with encoder: JSONEncoder = JSONEncoder(),
+        dependsOn: [WriteID] = []
+    ) throws -> Write {
+        upsert(into: table, key: JSONValue(object: key), body: try object(model, encoder), dependsOn: dependsOn)
+    }
+
+    /// An update that sets the fields an `Encodable` model encodes (a struct of the changed fields, or
+    /// the whole row); see `insert(into:key:encoding:with:dependsOn:)`.
+    public static func update(
+        _ table: String, key: JSONObject, encoding model: some Encodable, with encoder: JSONEncoder = JSONEncoder(),
+        baseVersion: Int64? = nil, dependsOn: [WriteID] = []
+    ) throws -> Write {
+        update(
+            table, key: JSONValue(object: key), set: try object(model, encoder), baseVersion: baseVersion, dependsOn: dependsOn)
+    }
+
+    private static func object(_ model: some Encodable, _ encoder: JSONEncoder) throws -> JSONValue {
+        let value = try JSONValue(encoding: model, with: encoder)
+        guard case .object = value else { throw OutboxError.invalid("the model must encode as a JSON object, not \(value)") }
+        return value
     }
 }

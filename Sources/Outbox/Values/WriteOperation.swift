@@ -1,5 +1,5 @@
 /// What a write does to its row.
-public enum Operation: Hashable, Sendable, CustomStringConvertible {
+public enum WriteOperation: Hashable, Sendable, CustomStringConvertible {
     case insert
     case update
     case upsert
@@ -41,7 +41,7 @@ public enum Operation: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    static func decode(from reader: inout ByteReader) throws -> Operation {
+    static func decode(from reader: inout ByteReader) throws -> WriteOperation {
         switch try reader.byte() {
         case 0: return .insert
         case 1: return .update
