@@ -481,7 +481,7 @@ struct SimulationRun {
     mutating func checkDurable() async throws {
         for id in order {
             let write = writes[id]!
-            let history = try await outbox.history(of: id)
+            let history = try outbox.log.history(of: id)  // every user's: the audit view
             guard case .writeQueued(let queued)? = history.first?.event, queued.user == write.user, queued.table == write.table,
                 queued.key == write.key, queued.body == write.body
             else {

@@ -367,6 +367,27 @@ struct LookUpTests {
         }
     }
 
+    // An app sees the history and the past state of its current user's writes only: another user's
+    // write is not found, as if the log never held it (the `outbox` tool still reads every user's).
+    @Test func historyAndPastStateAreTheCurrentUsers() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, transport: SimulatedInstance())
+            let alices = try await client.enqueue(todo(1))
+            try await client.settleSession(user: "bob", accessToken: nil)
+            let bobs = try await client.enqueue(todo(2))
+            let sequence = try client.log.lastSequence()
+            #expect(try await client.history(of: bobs).first?.event.type == .writeQueued)
+            await #expect(throws: OutboxError.notFound) { try await client.history(of: alices) }
+            #expect(try await client.state(asOf: sequence).writes.map(\.id) == [bobs])
+            try await client.settleSession(user: "alice", accessToken: nil)
+            await #expect(throws: OutboxError.notFound) { try await client.history(of: bobs) }
+            await #expect(throws: OutboxError.notFound) { try await client.settled(bobs) }
+            #expect(try await client.state(asOf: sequence).writes.map(\.id) == [alices])
+            client.close()
+            #expect(try LogInspector(path: path).state(asOf: sequence).writes.map(\.id) == [alices, bobs], "the tool reads both")
+        }
+    }
+
     // The app's spinner on one row: settled(id) returns once the write has an outcome.
     @Test func settledWaitsForTheOutcome() async throws {
         try await withTemporaryLog { path in

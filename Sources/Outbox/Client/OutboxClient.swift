@@ -245,19 +245,24 @@ public final class OutboxClient: Sendable {
 
     // MARK: - Audit and debugging
 
-    /// Every event that touched write `id`, in order, read from an index (R8.3). Throws `.notFound` for
-    /// an id the log never held.
+    /// Every event that touched write `id`, in order, read from an index (R8.3): the current user's
+    /// writes only. Throws `.notFound` for an id the log never held and for another user's write (the
+    /// `outbox` tool reads every user's, for audits).
     public func history(of id: WriteID) async throws -> [RecordedEvent] {
         try checkOpen()
+        let user = try owner()
         let events = try log.history(of: id)
-        if events.isEmpty { throw OutboxError.notFound(id) }
+        guard case .writeQueued(let queued)? = events.first?.event, queued.user == user else { throw OutboxError.notFound(id) }
         return events
     }
 
-    /// The queue and verdict table as they stood just after event `sequence` (R8.4).
+    /// The current user's writes as they stood just after event `sequence` (R8.4), time travel for
+    /// debugging (the `outbox` tool shows every user's).
     public func state(asOf sequence: UInt64) async throws -> QueueSnapshot {
         try checkOpen()
-        return try log.state(asOf: sequence)
+        let user = try owner()
+        let whole = try log.state(asOf: sequence)
+        return QueueSnapshot(sequence: whole.sequence, user: whole.user, writes: whole.writes.filter { $0.user == user })
     }
 
     /// Checks every record and that the projections equal a rebuild (R8.2).
