@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "Outbox", targets: ["Outbox"]),
         .library(name: "OutboxHTTP", targets: ["OutboxHTTP"]),
+        .library(name: "OutboxTesting", targets: ["OutboxTesting"]),
         .library(name: "OutboxFuzzing", targets: ["OutboxFuzzing"]),
         .executable(name: "outbox", targets: ["OutboxCLI"]),
         .executable(name: "outbox-benchmarks", targets: ["OutboxBenchmarks"]),
@@ -30,34 +31,40 @@ let package = Package(
         .target(name: "OutboxLMDB", dependencies: ["COutboxLMDB"]),
         // The engine apps import: events, codec, log, projections, queue API.
         .target(name: "Outbox", dependencies: ["OutboxLMDB"]),
+        // For an app's own tests, as swift-nio ships NIOEmbedded: the simulated instance, the manual clock,
+        // the seeded random source. Apart, so an app's shipping code links none of it.
+        .target(name: "OutboxTesting", dependencies: ["Outbox"]),
         // Transports to real servers over HTTP (URLSession): PostgREST and Supabase tables. Apart, so an app
         // that brings its own transport links no HTTP code.
         .target(name: "OutboxHTTP", dependencies: ["Outbox"]),
         // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance.
-        .target(name: "OutboxScenario", dependencies: ["Outbox"]),
+        .target(name: "OutboxScenario", dependencies: ["Outbox", "OutboxTesting"]),
         // The bodies of the libFuzzer targets in Fuzz/, so the test suite replays their crashers.
-        .target(name: "OutboxFuzzing", dependencies: ["Outbox", "OutboxScenario", "OutboxTool"]),
+        .target(name: "OutboxFuzzing", dependencies: ["Outbox", "OutboxScenario", "OutboxTesting", "OutboxTool"]),
         // `outbox simulate`: the deterministic simulation with faults (TESTING.md §1).
-        .target(name: "OutboxSimulation", dependencies: ["Outbox"]),
+        .target(name: "OutboxSimulation", dependencies: ["Outbox", "OutboxTesting"]),
         // Child processes waited for safely from any thread or task (the tool's harnesses, the benchmarks,
         // the tests); no app links it.
         .target(name: "OutboxProcess"),
         // The commands of the `outbox` tool: arguments, the read-only commands, the harnesses.
         .target(
-            name: "OutboxTool", dependencies: ["Outbox", "OutboxHTTP", "OutboxProcess", "OutboxScenario", "OutboxSimulation"]),
+            name: "OutboxTool",
+            dependencies: ["Outbox", "OutboxHTTP", "OutboxProcess", "OutboxScenario", "OutboxSimulation", "OutboxTesting"]),
         // The `outbox` command-line tool: `OutboxTool`'s commands run from the command line.
         .executableTarget(name: "OutboxCLI", dependencies: ["OutboxTool"]),
         // Benchmarks: each figure beside a raw LMDB baseline measured in the same run.
         .executableTarget(
             name: "OutboxBenchmarks",
-            dependencies: ["Outbox", "OutboxHTTP", "OutboxLMDB", "OutboxProcess", "COutboxLMDB", "COutboxSQLite"],
+            dependencies: [
+                "Outbox", "OutboxHTTP", "OutboxLMDB", "OutboxProcess", "OutboxTesting", "COutboxLMDB", "COutboxSQLite",
+            ],
             path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB"], exclude: ["Golden"]),
-        .testTarget(name: "OutboxHTTPTests", dependencies: ["OutboxHTTP", "Outbox", "OutboxProcess"]),
+        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB", "OutboxTesting"], exclude: ["Golden"]),
+        .testTarget(name: "OutboxHTTPTests", dependencies: ["OutboxHTTP", "Outbox", "OutboxProcess", "OutboxTesting"]),
         .testTarget(
             name: "OutboxCLITests",
-            dependencies: ["Outbox", "OutboxProcess", "OutboxScenario", "OutboxSimulation", "OutboxFuzzing"]),
+            dependencies: ["Outbox", "OutboxProcess", "OutboxScenario", "OutboxSimulation", "OutboxFuzzing", "OutboxTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,6 +8,7 @@ import Outbox
 import OutboxHTTP
 import OutboxLMDB
 import OutboxProcess
+import OutboxTesting
 import Synchronization
 
 struct Options: Sendable {

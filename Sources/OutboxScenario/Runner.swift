@@ -1,5 +1,6 @@
 internal import Foundation
 public import Outbox
+internal import OutboxTesting
 internal import Synchronization
 
 /// Runs a scenario on a fresh log in a temporary folder against the simulated instance, on a simulated

@@ -1,4 +1,5 @@
 public import Outbox
+public import OutboxTesting
 
 /// A scenario file (SCENARIOS.md): a name, the client's settings, and steps with expectations.
 public struct Scenario: Sendable {

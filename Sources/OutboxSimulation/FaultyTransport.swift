@@ -1,4 +1,5 @@
 internal import Outbox
+internal import OutboxTesting
 internal import Synchronization
 
 /// The fault rates of one seed, drawn once (TESTING.md §1).

@@ -1,5 +1,6 @@
 internal import Foundation
 internal import Outbox
+internal import OutboxTesting
 internal import Synchronization
 
 /// What one seed of the simulation found.

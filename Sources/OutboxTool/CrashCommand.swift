@@ -1,6 +1,7 @@
 internal import Foundation
 internal import Outbox
 internal import OutboxProcess
+internal import OutboxTesting
 
 #if canImport(Glibc)
     internal import Glibc

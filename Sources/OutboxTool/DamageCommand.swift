@@ -1,6 +1,7 @@
 internal import Foundation
 internal import Outbox
 internal import OutboxProcess
+internal import OutboxTesting
 
 /// The damaged-log suite (TESTING.md §3): three small logs; every byte of every stored record flipped
 /// and zeroed (the checksum must catch each, naming the record's sequence), truncation at every 4 KiB

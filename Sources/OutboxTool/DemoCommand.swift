@@ -1,5 +1,6 @@
 internal import Foundation
 internal import Outbox
+internal import OutboxTesting
 
 extension Commands {
     /// The main job: a realistic session against the simulated instance, printed for a person.

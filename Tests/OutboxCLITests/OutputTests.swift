@@ -1,6 +1,7 @@
 import Foundation
 import Outbox
 import OutboxProcess
+import OutboxTesting
 import Testing
 
 /// Issue 14, point 6 and part of 12: what the tool does when its output goes nowhere.

@@ -1,5 +1,6 @@
 import Foundation
 import Outbox
+import OutboxTesting
 import Testing
 
 @testable import OutboxSimulation

@@ -1,6 +1,7 @@
 import Foundation
 import Outbox
 import OutboxHTTP
+import OutboxTesting
 import Testing
 
 /// The contract transport through real HTTP into the reference instance (Specs/reference-instance.sql)

@@ -1,6 +1,7 @@
 import Foundation
 import Outbox
 import OutboxHTTP
+import OutboxTesting
 import Testing
 
 /// R9.2–R9.4 with a scripted HTTP client: the request each op makes, and what each answer maps to.

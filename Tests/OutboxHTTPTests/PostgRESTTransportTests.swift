@@ -1,6 +1,7 @@
 import Foundation
 import Outbox
 import OutboxHTTP
+import OutboxTesting
 import Testing
 
 /// The PostgREST transport through real HTTP into real PostgreSQL, behind the PostgREST stand-in

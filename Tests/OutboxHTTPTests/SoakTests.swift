@@ -2,6 +2,7 @@ import Foundation
 import Outbox
 import OutboxHTTP
 import OutboxProcess
+import OutboxTesting
 import Testing
 
 /// The soak, in the manner of Jepsen's total-queue check: a seeded random workload of two users on

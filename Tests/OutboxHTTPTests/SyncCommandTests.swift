@@ -2,6 +2,7 @@ import Foundation
 import Outbox
 import OutboxHTTP
 import OutboxProcess
+import OutboxTesting
 import Testing
 
 /// `outbox sync` (issue 15's exact syntax) against the stand-in, and client processes killed during

@@ -1,6 +1,7 @@
 import Foundation
 import Outbox
 import OutboxHTTP
+import OutboxTesting
 import Testing
 
 /// One set of tests for every transport (the simulated instance, the PostgREST transport through the

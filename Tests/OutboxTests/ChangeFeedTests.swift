@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTesting
 import Testing
 
 @testable import Outbox

@@ -1,3 +1,4 @@
+import OutboxTesting
 import Testing
 
 @testable import Outbox

@@ -1,4 +1,5 @@
 import OutboxLMDB
+import OutboxTesting
 import Testing
 
 @testable import Outbox

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTesting
 import Synchronization
 import Testing
 

@@ -1,3 +1,4 @@
+import OutboxTesting
 import Synchronization
 import Testing
 

@@ -1,3 +1,4 @@
+public import Outbox
 internal import Synchronization
 
 /// An in-process instance, deterministic: it holds rows, and for every write it applied, the answer it
@@ -6,12 +7,15 @@ internal import Synchronization
 /// applies every write, in order, answering `skipped` to a write whose dependency in the same batch
 /// was not applied (R4.5), and all or nothing of an atomic group. After a write scripted `notSent` it
 /// applies none of the rest of the batch and answers each `notSent`, as a transport that stopped.
+/// Besides the script, responders answer by predicate (this table, this key, the n-th attempt), and a
+/// latency holds every request that long, as a real server would.
 ///
 /// Apps use it in their own tests as the transport of a client:
 ///
 /// ```swift
 /// let instance = SimulatedInstance()
 /// instance.script([.verdict(.refused(Refusal(status: 422, code: "23514")))])
+/// instance.respond(table: "todos", attempt: 1, with: .status(503))  // every todo's first try fails
 /// let outbox = try await OutboxClient.open(at: folder, transport: instance)
 /// ```
 public final class SimulatedInstance: OutboxTransport {
@@ -66,8 +70,24 @@ public final class SimulatedInstance: OutboxTransport {
         var id: WriteID
     }
 
+    /// A standing answer: for the writes its predicate picks, as many times as it is allowed.
+    private struct Responder {
+        var picks: @Sendable (OutgoingWrite, Int) -> Bool
+        var answer: Scripted
+        var remaining: Int?
+
+        /// Whether it answers whole requests (`requestLevel`) or single writes (a verdict).
+        func answers(requestLevel: Bool) -> Bool {
+            if case .verdict = answer { return !requestLevel }
+            return requestLevel && answer.isRequestLevel
+        }
+    }
+
     private struct State {
         var script: [Scripted] = []
+        var responders: [Responder] = []
+        var attempts: [Identity: Int] = [:]
+        var latency: Duration = .zero
         var rows: [String: JSONValue] = [:]
         var byKey: [IdempotencyKey: WriteAnswer] = [:]
         var byIdentity: [Identity: WriteAnswer] = [:]
@@ -81,7 +101,32 @@ public final class SimulatedInstance: OutboxTransport {
 
     private let state = Mutex(State())
 
-    public init() {}
+    /// An instance that answers every request after `latency` (none by default).
+    public init(latency: Duration = .zero) { state.withLock { $0.latency = latency } }
+
+    /// How long each request and row read takes from now on.
+    public func setLatency(_ latency: Duration) { state.withLock { $0.latency = latency } }
+
+    /// Answers with `answer` each write `picks` chooses, given the write and its attempt (1 for the
+    /// first request that carried it here, 2 for the next…): a verdict answers that write, a request-
+    /// level answer (`status`, `networkDown`, `lostResponse`, `malformed`) the whole request carrying
+    /// it. Responders answer what the positional script leaves; the first one added that picks a write
+    /// answers it, at most `times` times (nil: always).
+    public func respond(
+        when picks: @escaping @Sendable (OutgoingWrite, _ attempt: Int) -> Bool, with answer: Scripted, times: Int? = nil
+    ) {
+        state.withLock { $0.responders.append(Responder(picks: picks, answer: answer, remaining: times)) }
+    }
+
+    /// `respond(when:with:times:)` for the writes of `table` (and `key`, and `attempt`, when given).
+    public func respond(
+        table: String? = nil, key: JSONValue? = nil, attempt: Int? = nil, with answer: Scripted, times: Int? = nil
+    ) {
+        respond(
+            when: { write, tried in
+                (table == nil || write.table == table) && (key == nil || write.key == key) && (attempt == nil || tried == attempt)
+            }, with: answer, times: times)
+    }
 
     /// Appends answers to the script.
     public func script(_ answers: [Scripted]) { state.withLock { $0.script += answers } }
@@ -132,11 +177,22 @@ public final class SimulatedInstance: OutboxTransport {
     // MARK: - OutboxTransport
 
     public func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        let latency = state.withLock { state -> Duration in
+            state.received.append(Received(writes: batch.writes.map(\.id), accessToken: accessToken))
+            for write in batch.writes { state.attempts[Identity(origin: write.origin, id: write.id), default: 0] += 1 }
+            return state.latency
+        }
+        // A request cancelled while it waits never reached the instance.
+        if latency > .zero, (try? await Task.sleep(for: latency)) == nil { return .failed(RequestFailure(kind: .network)) }
         var crash: Callback<Void>?
         let answer = state.withLock { state -> RequestAnswer in
-            state.received.append(Received(writes: batch.writes.map(\.id), accessToken: accessToken))
+            var entry: Scripted?
             if let index = state.script.firstIndex(where: { $0 != .readFails }), state.script[index].isRequestLevel {
-                let entry = state.script.remove(at: index)
+                entry = state.script.remove(at: index)
+            } else if !state.script.contains(where: { $0 != .readFails }) {
+                for write in batch.writes where entry == nil { entry = Self.respond(to: write, requestLevel: true, &state) }
+            }
+            if let entry {
                 switch entry {
                 case .status(let status, let code, let retryAfter):
                     return .failed(
@@ -163,8 +219,22 @@ public final class SimulatedInstance: OutboxTransport {
         return answer
     }
 
+    /// The answer of the first responder that picks `write` (a request-level one, or a verdict), counted.
+    private static func respond(to write: OutgoingWrite, requestLevel: Bool, _ state: inout State) -> Scripted? {
+        let attempt = state.attempts[Identity(origin: write.origin, id: write.id)] ?? 1
+        guard
+            let index = state.responders.firstIndex(where: {
+                $0.answers(requestLevel: requestLevel) && $0.remaining != 0 && $0.picks(write, attempt)
+            })
+        else { return nil }
+        state.responders[index].remaining? -= 1
+        return state.responders[index].answer
+    }
+
     public func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
-        try state.withLock { state in
+        let latency = state.withLock { $0.latency }
+        if latency > .zero { try await Task.sleep(for: latency) }
+        return try state.withLock { state in
             if let index = state.script.firstIndex(of: .readFails) {
                 state.script.remove(at: index)
                 throw ReadFailed()
@@ -206,6 +276,8 @@ public final class SimulatedInstance: OutboxTransport {
             {
                 state.script.remove(at: index)
                 verdict = scriptedVerdict
+            } else if scripted, case .verdict(let answered)? = respond(to: write, requestLevel: false, &state) {
+                verdict = answered
             }
             if case .conflicted(let sibling, let fields) = verdict, sibling.isEmpty {
                 state.siblings += 1
