@@ -52,7 +52,7 @@ package enum Commands {
           enqueue <log> --user U --table T --op OP --key JSON [--body JSON] [--depends-on ID,ID] [--base-version N]
                                                        queue a write; prints its id
           queue   <log> [--user U] [--json]             the writes the queue holds, in id order
-          history <log> <write-id> [--json]             every event of one write, in order
+          history <log> <write-id> [--json]             one write's timeline, event by event
           log     <log> [--from SEQ] [--to SEQ] [--json]
                                                        the events; --json: one JSON object per line
           verify  <log>                                 "ok" (exit 0), or the first problem (exit 1)
@@ -109,8 +109,10 @@ package enum Commands {
         "history": """
         usage: outbox history <log> <write-id> [--json]
 
-        Every event that touched one write, in order, read from the history index. Exit 1 when the log
-        never held that write.
+        Every event that touched one write, in order, read from the history index, as a timeline: each
+        event's sequence, time and what it meant for the write (sent, answered, refused with the
+        server's code and message, released, withdrawn…). --json prints the events as the log holds
+        them, one JSON object per line. Exit 1 when the log never held that write.
         """,
         "log": """
         usage: outbox log <log> [--from SEQ] [--to SEQ] [--json]
@@ -371,7 +373,7 @@ package enum Commands {
             printError("outbox history: \(positionals[0]): the log never held write \(id)")
             return .notSo
         }
-        for event in events { say(args.flag("json") ? JSONText.render(event.json) : Render.line(event)) }
+        for event in events { say(args.flag("json") ? JSONText.render(event.json) : Render.timeline(event, of: WriteID(id))) }
         return .success
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Outbox
 import OutboxProcess
 import Testing
 
@@ -202,5 +203,38 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
         let run = try outbox(command, "--help")
         #expect(run.status == 0)
         #expect(run.stdout.contains("usage: outbox \(command)"))
+    }
+}
+
+/// `outbox history` without `--json`: a timeline a support engineer reads at a glance, one line per
+/// event with what it means for the write; `--json` stays the events as the log holds them.
+@Suite struct HistoryTimelineTests {
+    @Test func historyIsATimelineAndJSONStaysAsItWas() throws {
+        try withTemporaryFolder { folder in
+            let log = folder + "/demo"
+            #expect(try outbox("demo", "--keep", log).status == 0)
+            let retried = try outbox("history", log, "3")
+            #expect(retried.status == 0, "\(retried.stderr)")
+            let lines = retried.stdout.split(separator: "\n").map {
+                $0.components(separatedBy: "  ").dropFirst(2).joined(separator: "  ")
+            }
+            #expect(
+                lines == [
+                    "queued by alice: insert lists {\"id\":7} {\"name\":\"Groceries\"}",
+                    "sent in pass 10 with write 4 under key 77cbc4a1-33c2-d0f6-53fc-d6513d02befe",
+                    "pass 10: its request failed, http 503, Retry-After 2",
+                    "sent in pass 18 with write 4 under key 77cbc4a1-33c2-d0f6-53fc-d6513d02befe",
+                    "answered in pass 18: accepted", "now accepted",
+                ], "\(retried.stdout)")
+            let refused = try outbox("history", log, "5").stdout
+            #expect(refused.contains("answered in pass 18: refused, 422 23514 check_violation on title: «new row for relation"))
+            #expect(
+                refused.contains("now refused by the instance: 422 23514") && refused.contains("discarded with its dependents"))
+            #expect(
+                try outbox("history", log, "6").stdout.contains("now refused: the insert it waits for was discarded, for good"))
+            let json = try outbox("history", log, "5", "--json").stdout.split(separator: "\n")
+            #expect(json.count == 5)
+            #expect(json.allSatisfy { line in (try? JSONText.parse(String(line)))?.objectValue?["type"] != nil })
+        }
     }
 }

@@ -39,7 +39,8 @@ import Testing
         }
         try tour.write(to: sources.appendingPathComponent("Tour/main.swift"), atomically: true, encoding: .utf8)
         for (index, block) in swift.dropFirst().enumerated() {
-            try block.write(to: sources.appendingPathComponent("Snippets/snippet\(index + 1).swift"), atomically: true, encoding: .utf8)
+            try block.write(
+                to: sources.appendingPathComponent("Snippets/snippet\(index + 1).swift"), atomically: true, encoding: .utf8)
         }
         // A path dependency is named by its folder (this checkout's, whatever it is called).
         let identity = Self.root.lastPathComponent.lowercased()
@@ -79,7 +80,8 @@ import Testing
         run.kill(after: 120)
         let ran = await run.ended()
         #expect(ran.succeeded, "the tour ended with \(ran.status): \(ran.errorText.suffix(2000))")
-        let printed = try #require(Self.blocks("text", in: readme).first { $0.hasPrefix("synced") }, "the README says what it prints")
+        let printed = try #require(
+            Self.blocks("text", in: readme).first { $0.hasPrefix("synced") }, "the README says what it prints")
         #expect(ran.text == printed, "the tour printed:\n\(ran.text)")
     }
 }
