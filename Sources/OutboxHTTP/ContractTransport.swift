@@ -26,6 +26,7 @@ public struct ContractTransport: OutboxTransport {
     /// version is a broken contract (the pass stops, nothing is charged).
     public static let contractVersion = 1
 
+    /// The instance's base URL.
     public var url: URL { server.url }
     private let server: PostgRESTServer
 

@@ -2,12 +2,16 @@ public import Foundation
 
 /// One HTTP request, as a transport makes it.
 public struct HTTPRequest: Hashable, Sendable {
+    /// The HTTP method: GET, POST, PATCH, DELETE.
     public var method: String
+    /// The whole URL, query included.
     public var url: URL
     /// Header names as sent; a transport never puts a token anywhere but `Authorization`.
     public var headers: [String: String]
+    /// The body, if any.
     public var body: Data?
 
+    /// A request.
     public init(method: String, url: URL, headers: [String: String] = [:], body: Data? = nil) {
         self.method = method
         self.url = url
@@ -18,10 +22,14 @@ public struct HTTPRequest: Hashable, Sendable {
 
 /// One HTTP response: status, headers (names lowercased), body.
 public struct HTTPResponse: Hashable, Sendable {
+    /// The HTTP status.
     public var status: Int
+    /// The headers, names in lower case.
     public var headers: [String: String]
+    /// The body, possibly empty.
     public var body: Data
 
+    /// A response (a scripted HTTP client makes its own).
     public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
         self.status = status
         self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })

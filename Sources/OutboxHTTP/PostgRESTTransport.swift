@@ -28,6 +28,7 @@ public struct PostgRESTTransport: OutboxTransport {
     /// Why a transport could not be made.
     public typealias ConfigurationError = TransportConfigurationError
 
+    /// The server's base URL.
     public var url: URL { server.url }
     /// Prepended to every path (`/rest/v1` for Supabase).
     public var pathPrefix: String { server.pathPrefix }
@@ -82,7 +83,7 @@ public struct PostgRESTTransport: OutboxTransport {
     }
 
     /// A group goes as one request (one transaction) only when it is inserts into one table with the
-    /// same columns; any other needs the contract transport (R9.3).
+    /// same columns; any other needs the contract transport.
     public func unmadeReason(forGroup group: OutgoingBatch) -> String? {
         group.writes.count < 2 || combinedInsert(group) != nil
             ? nil : "an atomic group across tables, or of other operations than inserts, needs the contract transport"
@@ -313,7 +314,9 @@ public struct PostgRESTTransport: OutboxTransport {
 
 /// A failed row read (`withdraw`): its status and code, never the server's text.
 public struct PostgRESTError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The HTTP status of the answer.
     public let status: Int
+    /// PostgREST's error code, if the answer had one.
     public let code: String?
     public var description: String { "the server answered \(status)\(code.map { " \($0)" } ?? "")" }
 }

@@ -11,6 +11,7 @@ internal import Synchronization
 public final class URLSessionHTTPClient: HTTPClient, Sendable {
     private let session: URLSession
 
+    /// A client with its own URLSession (no cache, no cookies, no redirects).
     public init() {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpCookieStorage = nil

@@ -5,6 +5,7 @@ internal import Synchronization
 public final class SeededRandomSource: RandomSource {
     private let state: Mutex<UInt64>
 
+    /// A generator that draws the same numbers for the same `seed`.
     public init(seed: UInt64) { state = Mutex(seed) }
 
     public func next() -> UInt64 {

@@ -2,10 +2,10 @@ public import Outbox
 internal import Synchronization
 
 /// An in-process instance, deterministic: it holds rows, and for every write it applied, the answer it
-/// gave, which it replays when the same idempotency key or the same (origin, id) comes again (R3.2).
+/// gave, which it replays when the same idempotency key or the same (origin, id) comes again.
 /// It answers from a script when one is given (`script(_:)`) and by itself otherwise: it accepts and
 /// applies every write, in order, answering `skipped` to a write whose dependency in the same batch
-/// was not applied (R4.5), and all or nothing of an atomic group. After a write scripted `notSent` it
+/// was not applied, and all or nothing of an atomic group. After a write scripted `notSent` it
 /// applies none of the rest of the batch and answers each `notSent`, as a transport that stopped.
 /// Besides the script, responders answer by predicate (this table, this key, the n-th attempt), and a
 /// latency holds every request that long, as a real server would.
@@ -19,7 +19,7 @@ internal import Synchronization
 /// let outbox = try await OutboxClient.open(at: folder, transport: instance)
 /// ```
 public final class SimulatedInstance: OutboxTransport {
-    /// One scripted answer (SCENARIOS.md, "Scripted answers").
+    /// One scripted answer (as a scenario scripts them).
     public enum Scripted: Hashable, Sendable {
         /// The answer to one write: accepted, merged, conflicted (an empty sibling id gets a new one),
         /// refused, blocked, or failed.
@@ -48,20 +48,27 @@ public final class SimulatedInstance: OutboxTransport {
 
     /// A write the instance applied, in the order it applied them.
     public struct Applied: Hashable, Sendable {
+        /// The log the write came from.
         public var origin: Origin
+        /// The write's id in that log.
         public var id: WriteID
+        /// The table written.
         public var table: String
+        /// The row's key.
         public var key: JSONValue
     }
 
-    /// A request as it arrived: which writes, and with which token (tests check P7 with it).
+    /// A request as it arrived: which writes, and with which token (tests check with it that each request carries its own user's token).
     public struct Received: Hashable, Sendable {
+        /// The writes the request carried.
         public var writes: [WriteID]
+        /// The token it carried, if any.
         public var accessToken: String?
     }
 
     /// The error a failed row read throws.
     public struct ReadFailed: Error, Hashable, Sendable {
+        /// The error.
         public init() {}
     }
 
@@ -155,7 +162,7 @@ public final class SimulatedInstance: OutboxTransport {
         }
     }
 
-    /// Makes the transport unable to map writes of `table` into a request (R4.3 "unmade"), as an HTTP
+    /// Makes the transport unable to map writes of `table` into a request (refused "unmade", for good), as an HTTP
     /// transport with no mapping for that table would be.
     public func cannotMake(table: String) { state.withLock { _ = $0.unmakeable.insert(table) } }
 

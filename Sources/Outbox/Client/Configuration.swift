@@ -3,7 +3,7 @@ public struct OutboxConfiguration: Sendable {
     /// How an enqueue reaches the disk.
     public enum Durability: Sendable {
         /// Enqueue returns only after its commit is flushed with LMDB's full sync: the write survives a
-        /// crash of the app, of the OS, and a power loss (R2.3). The default.
+        /// crash of the app, of the OS, and a power loss. The default.
         case full
         /// `MDB_NOSYNC`: enqueue returns once committed, without waiting for the disk. The write survives
         /// the app being killed, but NOT an OS crash or power loss, which may lose the last writes.
@@ -11,26 +11,28 @@ public struct OutboxConfiguration: Sendable {
         case noSync
     }
 
-    /// Whether the library starts passes by itself (R5.2).
+    /// Whether the library starts passes by itself.
     public var autoSync = true
-    /// Refusals after which a write is dead (R3.1).
+    /// Refusals after which a write is dead.
     public var maxRefusals = 5
-    /// Writes per request (R4.5).
+    /// Writes per request.
     public var batchSize = 50
+    /// How commits reach the disk: `.full` (every commit flushed) or `.noSync`.
     public var durability: Durability = .full
-    /// The backoff's jitter fraction (R5.3): 0 (the default) for none, at most 0.2 (±20 %).
+    /// The backoff's jitter fraction: 0 (the default) for none, at most 0.2 (±20 %).
     public var backoffJitter = 0.0
-    /// When false, writes made with no signed-in user belong to an anonymous owner (R2.4).
+    /// When false, writes made with no signed-in user belong to an anonymous owner.
     public var requiresUser = true
     /// The initial LMDB map size; the map grows by itself.
     public var initialMapSize = 64 << 20
-    /// Where time comes from (R5.6).
+    /// Where time comes from.
     public var clock: any OutboxClock = SystemClock()
-    /// Where randomness comes from (R5.6).
+    /// Where randomness comes from.
     public var random: any RandomSource = SystemRandomSource()
     /// A crash point to arm: tests and the crash harness set it; nothing reads it from the environment.
     package var crashPlan: CrashPlan?
 
+    /// The settings an app usually sets; the others keep their defaults.
     public init(
         autoSync: Bool = true, maxRefusals: Int = 5, batchSize: Int = 50, durability: Durability = .full,
         requiresUser: Bool = true

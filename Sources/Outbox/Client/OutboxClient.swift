@@ -15,6 +15,7 @@ internal import Synchronization
 /// the log again). All calls are safe from any task.
 public final class OutboxClient: Sendable {
     package let log: EventLog
+    /// The settings the client was opened with.
     public let configuration: OutboxConfiguration
     let transport: (any OutboxTransport)?
     /// Where passes take their token when the app gives one (R7.5); nil: the session's token.
@@ -135,7 +136,7 @@ public final class OutboxClient: Sendable {
     public var currentUser: String? { session.withLock { $0.user } }
 
     /// Settles the session into `user` (nil: signed out) with its access token, kept in memory only
-    /// (R8.7). A token whose subject is not `user` latches the `identityChanged` block (R7.3).
+    ///. A token whose subject is not `user` latches the `identityChanged` block.
     public func settleSession(user: String?, accessToken: String?) async throws {
         try checkOpen()
         if let user { try Write.validateName(user, what: "the user name") }
@@ -178,15 +179,15 @@ public final class OutboxClient: Sendable {
 
     // MARK: - Writes
 
-    /// Queues one write; returns its id once it is durable (R2.3). Bad input throws `.invalidWrite` and
-    /// writes nothing (R2.4).
+    /// Queues one write; returns its id once it is durable. Bad input throws `.invalidWrite` and
+    /// writes nothing.
     @discardableResult
     public func enqueue(_ write: Write) async throws -> WriteID {
         try await enqueue(contentsOf: [write])[0]
     }
 
     /// Queues many writes in one transaction; with `atomic`, as one group the instance applies all or
-    /// none of (R4.5). Either every write is queued or none is.
+    /// none of. Either every write is queued or none is.
     @discardableResult
     public func enqueue(contentsOf writes: [Write], atomic: Bool = false) async throws -> [WriteID] {
         try checkOpen()
@@ -245,7 +246,7 @@ public final class OutboxClient: Sendable {
 
     // MARK: - Audit and debugging
 
-    /// Every event that touched write `id`, in order, read from an index (R8.3): the current user's
+    /// Every event that touched write `id`, in order, read from an index: the current user's
     /// writes only. Throws `.notFound` for an id the log never held and for another user's write (the
     /// `outbox` tool reads every user's, for audits).
     public func history(of id: WriteID) async throws -> [RecordedEvent] {
@@ -256,7 +257,7 @@ public final class OutboxClient: Sendable {
         return events
     }
 
-    /// The current user's writes as they stood just after event `sequence` (R8.4), time travel for
+    /// The current user's writes as they stood just after event `sequence`, time travel for
     /// debugging (the `outbox` tool shows every user's).
     public func state(asOf sequence: UInt64) async throws -> QueueSnapshot {
         try checkOpen()
@@ -265,13 +266,13 @@ public final class OutboxClient: Sendable {
         return QueueSnapshot(sequence: whole.sequence, user: whole.user, writes: whole.writes.filter { $0.user == user })
     }
 
-    /// Checks every record and that the projections equal a rebuild (R8.2).
+    /// Checks every record and that the projections equal a rebuild.
     public func verify() async throws -> VerifyReport {
         try checkOpen()
         return try log.verify()
     }
 
-    /// Drops the projections and folds them again from the log (R8.2).
+    /// Drops the projections and folds them again from the log.
     public func rebuild() async throws {
         try checkOpen()
         try log.rebuild()

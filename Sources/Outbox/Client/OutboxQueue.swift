@@ -1,11 +1,11 @@
 /// The queue calls (R6): what the current user's queue holds, and acting on it.
 ///
-/// Every call that clears or changes a write appends an event; nothing is deleted from the log (R6.5).
+/// Every call that clears or changes a write appends an event; nothing is deleted from the log.
 public struct OutboxQueue: Sendable {
     let client: OutboxClient
 
     /// Every write the queue holds for the current user, in id order: pending, answered (until taken or
-    /// forgotten), refused, blocked and dead (R6.1).
+    /// forgotten), refused, blocked and dead.
     public func all() async throws -> [QueuedWrite] {
         try client.checkOpen()
         let user = try client.owner()
@@ -40,7 +40,7 @@ public struct OutboxQueue: Sendable {
         }
     }
 
-    /// Clears the answered writes and returns them, in one step: two callers never both get one (R6.1).
+    /// Clears the answered writes and returns them, in one step: two callers never both get one.
     /// An answered write that an unanswered write depends on stays.
     public func takeAnswered() async throws -> [QueuedWrite] {
         try client.checkOpen()
@@ -58,11 +58,11 @@ public struct OutboxQueue: Sendable {
         }
     }
 
-    /// Clears the answered writes; returns how many went (R6.1).
+    /// Clears the answered writes; returns how many went.
     @discardableResult
     public func forgetAnswered() async throws -> Int { try await forget(only: nil) }
 
-    /// Clears the named answered writes; returns how many went (R6.1). Ids that are not answered, or that
+    /// Clears the named answered writes; returns how many went. Ids that are not answered, or that
     /// an unanswered write depends on, stay.
     @discardableResult
     public func forgetAnswered(ids: [WriteID]) async throws -> Int { try await forget(only: Set(ids)) }
@@ -78,7 +78,7 @@ public struct OutboxQueue: Sendable {
         }
     }
 
-    /// Takes a refused or dead write, and the body it carried, out of the queue (R6.2). Returns false
+    /// Takes a refused or dead write, and the body it carried, out of the queue. Returns false
     /// for any other write, or one a waiting write depends on unless `withDependents`, which refuses
     /// those unsent (final). Throws `.notFound` for an id the queue does not hold.
     @discardableResult
@@ -109,7 +109,7 @@ public struct OutboxQueue: Sendable {
     }
 
     /// Sends a blocked, refused or dead write again on the next pass, under a fresh idempotency key; its
-    /// refusal count is kept (R6.3). False for any other write (and for final refusals).
+    /// refusal count is kept. False for any other write (and for final refusals).
     @discardableResult
     public func release(_ id: WriteID) async throws -> Bool {
         try client.checkOpen()
@@ -122,7 +122,7 @@ public struct OutboxQueue: Sendable {
         return released
     }
 
-    /// Releases every write blocked for `reason`; returns how many (R6.3).
+    /// Releases every write blocked for `reason`; returns how many.
     @discardableResult
     public func release(reason: BlockedReason) async throws -> Int {
         try client.checkOpen()
@@ -136,7 +136,7 @@ public struct OutboxQueue: Sendable {
     }
 
     /// Takes a write blocked ancestorUnavailable, conflictUnresolved, failingAlone or instanceChanged out
-    /// of the queue (R6.4). It first reads the row from the instance; a failed read throws and changes
+    /// of the queue. It first reads the row from the instance; a failed read throws and changes
     /// nothing. Returns `.withdrawn(row:)` with the row as the instance holds it (null when none), or
     /// `.notWithdrawn` for any other write or when the write moved during the read.
     public func withdraw(_ id: WriteID) async throws -> WithdrawOutcome {

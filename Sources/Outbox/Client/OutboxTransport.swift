@@ -1,8 +1,8 @@
 /// How the outbox reaches the instance. `SimulatedInstance` is one; an HTTP transport is another.
 ///
 /// The boundary is three calls: whether a write can be made into a request at all, the send of one
-/// batch, and the row read of `withdraw` (R6.4). A transport maps outcomes; the library decides what
-/// they mean (R4.3), so every transport is judged by the same rules.
+/// batch, and the row read of `withdraw`. A transport maps outcomes; the library decides what
+/// they mean, so every transport is judged by the same rules.
 public protocol OutboxTransport: Sendable {
     /// Sends one batch, in order, with the session's token, and returns what came back as received:
     /// one answer per write, one request-level failure, or a response that broke the wire contract.
@@ -10,10 +10,10 @@ public protocol OutboxTransport: Sendable {
     func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer
 
     /// Why this write can no longer be made into a request exactly as it was made (no mapping for its
-    /// table or operation, a body over the size limit), or nil when it can (R4.3 "unmade").
+    /// table or operation, a body over the size limit), or nil when it can (the write is then refused "unmade", for good).
     func unmadeReason(for write: OutgoingWrite) -> String?
 
-    /// Why this atomic group cannot be made into one request that is applied all or none (R4.5), or
+    /// Why this atomic group cannot be made into one request that is applied all or none, or
     /// nil when it can. Every write of such a group is refused unmade.
     func unmadeReason(forGroup group: OutgoingBatch) -> String?
 
@@ -29,13 +29,19 @@ extension OutboxTransport {
 
 /// One write as the instance receives it.
 public struct OutgoingWrite: Hashable, Sendable {
+    /// The write's id, unique in its log.
     public var id: WriteID
-    /// The log's origin: with `id`, it names the write however often its key is renewed (R2.1, R3.2).
+    /// The log's origin: with `id`, it names the write however often its key is renewed.
     public var origin: Origin
+    /// The key the instance deduplicates it by; the same on every resend.
     public var idempotencyKey: IdempotencyKey
+    /// The table it writes.
     public var table: String
+    /// What it does to its row.
     public var operation: WriteOperation
+    /// The row's primary key, as queued.
     public let key: JSONValue
+    /// The fields it writes, as queued (empty for a delete).
     public let body: JSONValue
     /// The key as canonical JSON text in UTF-8 (object keys sorted by their bytes, no white space): the
     /// bytes of the key the app queued, the same on every send. An HTTP transport sends these bytes.
@@ -43,6 +49,7 @@ public struct OutgoingWrite: Hashable, Sendable {
     public var keyJSON: [UInt8] { Array(JSONText.render(key).utf8) }
     /// The body as canonical JSON text in UTF-8, as `keyJSON`.
     public var bodyJSON: [UInt8] { Array(JSONText.render(body).utf8) }
+    /// The row version the edit was made on, if the app gave one.
     public var baseVersion: Int64?
     /// Every write it must follow (`dependsOn` and same-row writes), whether or not in this batch.
     public var dependsOn: [WriteID]
@@ -51,6 +58,7 @@ public struct OutgoingWrite: Hashable, Sendable {
     /// When it was queued.
     public var createdAt: Timestamp
 
+    /// A write as a transport receives it (tests of custom transports make their own).
     public init(
         id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, table: String, operation: WriteOperation, key: JSONValue,
         body: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = [], user: String = "",
@@ -72,10 +80,12 @@ public struct OutgoingWrite: Hashable, Sendable {
 
 /// The writes of one request, in id order.
 public struct OutgoingBatch: Hashable, Sendable {
+    /// The writes, in the order they must be applied.
     public var writes: [OutgoingWrite]
-    /// One atomic group (R4.5): the instance applies all of it or none.
+    /// One atomic group: the instance applies all of it or none.
     public var isAtomic: Bool
 
+    /// A batch of `writes`; `isAtomic` when they must be applied all or none.
     public init(writes: [OutgoingWrite], isAtomic: Bool = false) {
         self.writes = writes
         self.isAtomic = isAtomic

@@ -47,9 +47,9 @@ extension OutboxClient {
     // MARK: - Sync
 
     /// Sends the current user's pending writes, and the refused ones not final, once, and returns what
-    /// happened (R4.1, R4.8). With `table`, only that table's writes, held behind earlier writes of
+    /// happened. With `table`, only that table's writes, held behind earlier writes of
     /// other tables. If a pass is running, waits for it, then runs its own, so it returns only once
-    /// nothing more can be sent now (R5.1). Throws only for misuse: closed, or no transport (R4.9).
+    /// nothing more can be sent now. Throws only for misuse: closed, or no transport.
     @discardableResult
     public func sync(table: String? = nil) async throws -> SyncReport {
         try checkOpen()
@@ -311,7 +311,7 @@ extension OutboxClient {
         }
     }
 
-    /// Switches network access back on; with autoSync, a pass follows (R5.2).
+    /// Switches network access back on; with autoSync, a pass follows.
     public func enableNetwork() async {
         let changed = syncState.withLock { state -> Bool in
             defer { state.networkDisabled = false }
@@ -324,7 +324,7 @@ extension OutboxClient {
     }
 
     /// The connectivity monitor's word: true online, false offline, nil unknown (a monitor that failed
-    /// or ended), which counts as online. A hint, never a gate (R5.4).
+    /// or ended), which counts as online. A hint, never a gate.
     public func connectivityChanged(online: Bool?) {
         let cameBack = syncState.withLock { state -> Bool in
             defer { state.monitorOnline = online }

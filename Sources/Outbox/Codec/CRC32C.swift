@@ -1,7 +1,7 @@
 /// CRC-32C (Castagnoli, polynomial 0x1EDC6F41, reflected 0x82F63B78), slicing-by-8.
 ///
 /// The checksum every log record carries. Check value: `CRC32C.checksum("123456789")` is `0xE3069283`.
-public enum CRC32C {
+package enum CRC32C {
     private static let tables: [[UInt32]] = {
         var tables = [[UInt32]](repeating: [UInt32](repeating: 0, count: 256), count: 8)
         for byte in 0..<256 {
@@ -19,7 +19,7 @@ public enum CRC32C {
     }()
 
     /// Continues `crc` (a value this function returned, or 0 to start) over `bytes`.
-    public static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    package static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc = ~crc
         var index = 0
         let count = bytes.count
@@ -52,7 +52,7 @@ public enum CRC32C {
     }
 
     /// The checksum of `bytes`.
-    public static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
+    package static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
         let array = Array(bytes)
         return array.withUnsafeBytes { update(0, $0) }
     }

@@ -1,13 +1,15 @@
-/// What the instance answered to one request, exactly as received (R8.4): the input of every decision
+/// What the instance answered to one request, exactly as received: the input of every decision
 /// that follows, so `replay --check-decisions` can run them again.
 public struct AnswerReceived: EventPayload {
     static let type = EventType.answerReceived
+    /// The pass that sent the request.
     public var passId: UInt64
     /// The writes the request carried, in order.
     public var writes: [WriteID]
+    /// The answer as received: per-write answers, a failure of the whole request, or a broken contract.
     public var answer: RequestAnswer
 
-    public init(passId: UInt64, writes: [WriteID], answer: RequestAnswer) {
+    package init(passId: UInt64, writes: [WriteID], answer: RequestAnswer) {
         self.passId = passId
         self.writes = writes
         self.answer = answer

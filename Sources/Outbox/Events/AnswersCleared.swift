@@ -1,8 +1,9 @@
-/// Answered writes left the queue (R6.1): taken (`answersTaken`) or forgotten (`answersForgotten`).
+/// Answered writes left the queue: taken (`answersTaken`) or forgotten (`answersForgotten`).
 public struct AnswersCleared: Hashable, Sendable {
+    /// The writes whose answers were cleared.
     public var writes: [WriteID]
 
-    public init(writes: [WriteID]) { self.writes = writes }
+    package init(writes: [WriteID]) { self.writes = writes }
 
     func encode(into writer: inout ByteWriter) { writer.ids(writes) }
     static func decode(from reader: inout ByteReader) throws -> AnswersCleared { AnswersCleared(writes: try reader.ids()) }

@@ -1,21 +1,25 @@
-/// A request is about to be sent (R4.6): written before the send, so a crash between send and answer
+/// A request is about to be sent: written before the send, so a crash between send and answer
 /// resends the same keys.
 public struct AttemptStarted: EventPayload {
     static let type = EventType.attemptStarted
+    /// The pass that sends the request.
     public var passId: UInt64
     /// The writes of the request, in order, each with the idempotency key it is sent under.
     public var writes: [Sent]
 
+    /// One write of the request, and the key it is sent under.
     public struct Sent: Hashable, Sendable {
+        /// The write sent.
         public var id: WriteID
+        /// The key it is sent under.
         public var idempotencyKey: IdempotencyKey
-        public init(id: WriteID, idempotencyKey: IdempotencyKey) {
+        package init(id: WriteID, idempotencyKey: IdempotencyKey) {
             self.id = id
             self.idempotencyKey = idempotencyKey
         }
     }
 
-    public init(passId: UInt64, writes: [Sent]) {
+    package init(passId: UInt64, writes: [Sent]) {
         self.passId = passId
         self.writes = writes
     }

@@ -1,10 +1,12 @@
-/// The instance refused a write of an atomic group, so nothing of the group was applied (R4.5).
+/// The instance refused a write of an atomic group, so nothing of the group was applied.
 public struct BatchAborted: EventPayload {
     static let type = EventType.batchAborted
+    /// The pass whose request was aborted.
     public var passId: UInt64
+    /// The writes of the atomic group, none of them applied.
     public var writes: [WriteID]
 
-    public init(passId: UInt64, writes: [WriteID]) {
+    package init(passId: UInt64, writes: [WriteID]) {
         self.passId = passId
         self.writes = writes
     }

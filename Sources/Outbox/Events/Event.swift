@@ -1,25 +1,45 @@
 /// Every fact the log records. Each case's payload is its own type, in its own file.
 public enum Event: Hashable, Sendable {
+    /// The log was made, with its origin.
     case logCreated(LogCreated)
+    /// The app queued a write.
     case writeQueued(WriteQueued)
+    /// The session's user changed, or its token named another user.
     case sessionSettled(SessionSettled)
+    /// The app switched the library's network access on or off.
     case networkSwitched(NetworkSwitched)
+    /// A pass began, with the settings it runs under.
     case passStarted(PassStarted)
+    /// A request is about to be sent, with the writes it carries and their keys.
     case attemptStarted(AttemptStarted)
+    /// An answer came back, exactly as received.
     case answerReceived(AnswerReceived)
+    /// A write's state changed on an answer, a refusal or an app's action.
     case verdictRecorded(VerdictRecorded)
+    /// The server's schema cache did not know a write's table or column.
     case schemaRefusalCounted(SchemaRefusalCounted)
+    /// A write failed alone with a failure that may pass.
     case writeFailed(WriteFailed)
+    /// A pass ended, and what stopped it, if anything did.
     case passEnded(PassEnded)
+    /// An atomic group was aborted: nothing of it was applied.
     case batchAborted(BatchAborted)
+    /// The app released a write: it goes again under a new key.
     case writeReleased(WriteReleased)
+    /// The app withdrew a write, with the row the instance held.
     case writeWithdrawn(WriteWithdrawn)
+    /// The app discarded a refused or dead write.
     case writeDiscarded(WriteDiscarded)
+    /// The app took the answered writes out of the queue.
     case answersTaken(AnswersCleared)
+    /// The library forgot answered writes the app had not taken.
     case answersForgotten(AnswersCleared)
+    /// A user's local data was cleared.
     case localDataCleared(LocalDataCleared)
+    /// The app cancelled a write nothing had sent.
     case writeCancelled(WriteCancelled)
 
+    /// The kind of event, as the log stores it.
     public var type: EventType {
         switch self {
         case .logCreated: return .logCreated
@@ -68,7 +88,7 @@ public enum Event: Hashable, Sendable {
         }
     }
 
-    /// The writes whose history this event belongs to (R8.3).
+    /// The writes whose history this event belongs to.
     public var writeIDs: [WriteID] { payload.writeIDs }
 
     /// The payload's fields for the JSON view (server texts included: this view is for audits).
@@ -115,11 +135,14 @@ private struct ClearedPayload: EventPayload {
 
 /// An event as the log holds it: its sequence number and the time it was recorded.
 public struct RecordedEvent: Hashable, Sendable {
+    /// Its place in the log: 1 for the first event, one more for each after it.
     public let sequence: UInt64
+    /// When it was recorded, by the client's clock.
     public let at: Timestamp
+    /// What happened.
     public let event: Event
 
-    public init(sequence: UInt64, at: Timestamp, event: Event) {
+    package init(sequence: UInt64, at: Timestamp, event: Event) {
         self.sequence = sequence
         self.at = at
         self.event = event

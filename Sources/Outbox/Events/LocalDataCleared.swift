@@ -1,10 +1,12 @@
-/// The app cleared a user's local data (R7.3): every write of that user the queue held left it.
+/// The app cleared a user's local data: every write of that user the queue held left it.
 public struct LocalDataCleared: EventPayload {
     static let type = EventType.localDataCleared
+    /// The user whose data was cleared.
     public var user: String
+    /// The writes that left the queue with it.
     public var writes: [WriteID]
 
-    public init(user: String, writes: [WriteID]) {
+    package init(user: String, writes: [WriteID]) {
         self.user = user
         self.writes = writes
     }

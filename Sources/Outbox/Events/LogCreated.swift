@@ -1,9 +1,10 @@
-/// The first event of every log: its origin (R2.1) and the codec it was made with.
+/// The first event of every log: its origin and the codec it was made with.
 public struct LogCreated: EventPayload {
     static let type = EventType.logCreated
+    /// The log's origin: with a write's id, it names the write on every server.
     public var origin: Origin
 
-    public init(origin: Origin) { self.origin = origin }
+    package init(origin: Origin) { self.origin = origin }
 
     func encode(into writer: inout ByteWriter) { origin.encode(into: &writer) }
     static func decode(from reader: inout ByteReader) throws -> LogCreated {

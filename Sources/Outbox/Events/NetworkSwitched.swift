@@ -1,9 +1,10 @@
-/// The app turned the library's network access off or on (R5.5).
+/// The app turned the library's network access off or on.
 public struct NetworkSwitched: EventPayload {
     static let type = EventType.networkSwitched
+    /// Whether network access is now on.
     public var enabled: Bool
 
-    public init(enabled: Bool) { self.enabled = enabled }
+    package init(enabled: Bool) { self.enabled = enabled }
 
     func encode(into writer: inout ByteWriter) { writer.bool(enabled) }
     static func decode(from reader: inout ByteReader) throws -> NetworkSwitched { NetworkSwitched(enabled: try reader.bool()) }

@@ -1,10 +1,12 @@
 /// A pass ended: ran out of sendable writes, or stopped by a failure (kind, status, code, Retry-After).
 public struct PassEnded: EventPayload {
     static let type = EventType.passEnded
+    /// The pass.
     public var passId: UInt64
+    /// The failure that stopped it; nil when it ran to its end.
     public var stoppedBy: PassFailure?
 
-    public init(passId: UInt64, stoppedBy: PassFailure?) {
+    package init(passId: UInt64, stoppedBy: PassFailure?) {
         self.passId = passId
         self.stoppedBy = stoppedBy
     }

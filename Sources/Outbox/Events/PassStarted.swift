@@ -1,15 +1,20 @@
-/// A pass began: whose writes, which table, who started it, and the settings in force (R8.4).
+/// A pass began: whose writes, which table, who started it, and the settings in force.
 public struct PassStarted: EventPayload {
     static let type = EventType.passStarted
+    /// The pass, numbered in the log.
     public var passId: UInt64
+    /// The user whose writes it sends.
     public var user: String
+    /// The one table it sends, when the app asked for one.
     public var table: String?
-    /// Whether the library started it by itself (R5.2) rather than the app.
+    /// Whether the library started it by itself rather than the app.
     public var automatic: Bool
+    /// The refusals that make a write dead, in force for this pass.
     public var maxRefusals: Int
+    /// The most writes one request carries, in force for this pass.
     public var batchSize: Int
 
-    public init(passId: UInt64, user: String, table: String?, automatic: Bool, maxRefusals: Int, batchSize: Int) {
+    package init(passId: UInt64, user: String, table: String?, automatic: Bool, maxRefusals: Int, batchSize: Int) {
         self.passId = passId
         self.user = user
         self.table = table

@@ -9,9 +9,9 @@
 /// ```
 ///
 /// The sequence number is inside the checksum, so a record moved to another key is caught too.
-public enum RecordCodec {
+package enum RecordCodec {
     /// Why a record could not be read.
-    public enum Failure: Error, Hashable, Sendable {
+    package enum Failure: Error, Hashable, Sendable {
         case checksumMismatch
         case tooShort
         case unknownType(UInt8)
@@ -32,7 +32,7 @@ public enum RecordCodec {
     }
 
     /// The record for `event` at `sequence`.
-    public static func encode(_ event: Event, at time: Timestamp, sequence: UInt64) -> [UInt8] {
+    package static func encode(_ event: Event, at time: Timestamp, sequence: UInt64) -> [UInt8] {
         var writer = ByteWriter(capacity: 96)
         writer.byte(event.type.currentVersion)
         writer.byte(event.type.rawValue)
@@ -51,7 +51,7 @@ public enum RecordCodec {
 
     /// Reads the record stored at `sequence`: checks its checksum, upcasts an older payload version,
     /// and decodes it. Any damage is a `Failure`, never a crash.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, sequence: UInt64) throws(Failure) -> RecordedEvent {
+    package static func decode(_ bytes: UnsafeRawBufferPointer, sequence: UInt64) throws(Failure) -> RecordedEvent {
         guard bytes.count >= 7 else { throw .tooShort }
         let bodyCount = bytes.count - 4
         let stored =
@@ -87,13 +87,13 @@ public enum RecordCodec {
     }
 
     /// Decodes a record held in an array (tests, fuzzing).
-    public static func decode(_ bytes: [UInt8], sequence: UInt64) throws(Failure) -> RecordedEvent {
+    package static func decode(_ bytes: [UInt8], sequence: UInt64) throws(Failure) -> RecordedEvent {
         let result = bytes.withUnsafeBytes { raw in Result { () throws(Failure) in try decode(raw, sequence: sequence) } }
         return try result.get()
     }
 
     /// `bytes` with its checksum recomputed for `sequence`: lets a fuzzer's mutations reach the payload.
-    public static func fixingChecksum(_ bytes: [UInt8], sequence: UInt64) -> [UInt8] {
+    package static func fixingChecksum(_ bytes: [UInt8], sequence: UInt64) -> [UInt8] {
         guard bytes.count >= 4 else { return bytes }
         var writer = ByteWriter(capacity: bytes.count)
         writer.raw(bytes.dropLast(4))

@@ -1,11 +1,14 @@
-/// A PGRST204/205 refusal was counted against a write (R4.3): `count` so far, at the event's time.
+/// A PGRST204/205 refusal was counted against a write: `count` so far, at the event's time.
 public struct SchemaRefusalCounted: EventPayload {
     static let type = EventType.schemaRefusalCounted
+    /// The write refused.
     public var writeId: WriteID
+    /// The pass it was refused in.
     public var passId: UInt64
+    /// How many such refusals it has met so far.
     public var count: Int
 
-    public init(writeId: WriteID, passId: UInt64, count: Int) {
+    package init(writeId: WriteID, passId: UInt64, count: Int) {
         self.writeId = writeId
         self.passId = passId
         self.count = count

@@ -1,11 +1,13 @@
-/// The session settled into a user, or into none. Never the token (R8.7): only whether its subject was
-/// not the user, which latches the `identityChanged` soft block (R7.3).
+/// The session settled into a user, or into none. Never the token: only whether its subject was
+/// not the user, which latches the `identityChanged` soft block.
 public struct SessionSettled: EventPayload {
     static let type = EventType.sessionSettled
+    /// The user now signed in; nil for none.
     public var user: String?
+    /// Whether the token named another user than the session's: nothing is sent until it matches.
     public var identityChanged: Bool
 
-    public init(user: String?, identityChanged: Bool) {
+    package init(user: String?, identityChanged: Bool) {
         self.user = user
         self.identityChanged = identityChanged
     }

@@ -1,15 +1,20 @@
-/// The library's decision on one write: its new state in the verdict table (R3.1), its refusal count,
-/// and whether the answer was a replay (R3.2). `passId` is nil for decisions made outside a pass
-/// (dependents refused unsent after a withdraw or a discard, R4.2, R6.2).
+/// The library's decision on one write: its new state in the verdict table, its refusal count,
+/// and whether the answer was a replay. `passId` is nil for decisions made outside a pass
+/// (dependents refused unsent after a withdraw or a discard).
 public struct VerdictRecorded: EventPayload {
     static let type = EventType.verdictRecorded
+    /// The write.
     public var writeId: WriteID
+    /// The pass whose answer decided it; nil for the app's own actions.
     public var passId: UInt64?
+    /// Its state now.
     public var state: WriteState
+    /// How often the instance refused it so far.
     public var refusals: Int
+    /// Whether the instance had applied it before (a resend answered again).
     public var replayed: Bool
 
-    public init(writeId: WriteID, passId: UInt64?, state: WriteState, refusals: Int, replayed: Bool = false) {
+    package init(writeId: WriteID, passId: UInt64?, state: WriteState, refusals: Int, replayed: Bool = false) {
         self.writeId = writeId
         self.passId = passId
         self.state = state

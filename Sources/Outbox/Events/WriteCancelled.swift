@@ -1,9 +1,10 @@
-/// The app cancelled a pending write that had never been sent (its undo, R6.6): it leaves the queue.
+/// The app cancelled a pending write that had never been sent (its undo): it leaves the queue.
 public struct WriteCancelled: EventPayload {
     static let type = EventType.writeCancelled
+    /// The write cancelled.
     public var writeId: WriteID
 
-    public init(writeId: WriteID) { self.writeId = writeId }
+    package init(writeId: WriteID) { self.writeId = writeId }
 
     func encode(into writer: inout ByteWriter) { writer.varint(writeId.rawValue) }
 

@@ -1,11 +1,12 @@
-/// The app discarded a refused or dead write and the body it carried (R6.2).
+/// The app discarded a refused or dead write and the body it carried.
 public struct WriteDiscarded: EventPayload {
     static let type = EventType.writeDiscarded
+    /// The write discarded.
     public var writeId: WriteID
     /// Whether the writes waiting on it were refused unsent (`discard(_:withDependents: true)`).
     public var withDependents: Bool
 
-    public init(writeId: WriteID, withDependents: Bool) {
+    package init(writeId: WriteID, withDependents: Bool) {
         self.writeId = writeId
         self.withDependents = withDependents
     }

@@ -1,15 +1,19 @@
-/// A write met a per-write failure that may pass while the instance answered others (R4.4): what it
+/// A write met a per-write failure that may pass while the instance answered others: what it
 /// met, and its streak of such passes (a 429 adds nothing).
 public struct WriteFailed: EventPayload {
     static let type = EventType.writeFailed
+    /// The write that failed.
     public var writeId: WriteID
+    /// The pass it failed in.
     public var passId: UInt64
+    /// The HTTP status it failed with, if one came.
     public var status: Int?
     /// The start of a text body, cut to 200 Unicode scalars (audits only).
     public var text: String?
+    /// How many passes in a row it failed alone.
     public var streak: Int
 
-    public init(writeId: WriteID, passId: UInt64, status: Int?, text: String?, streak: Int) {
+    package init(writeId: WriteID, passId: UInt64, status: Int?, text: String?, streak: Int) {
         self.writeId = writeId
         self.passId = passId
         self.status = status

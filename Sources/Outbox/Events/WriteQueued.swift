@@ -1,32 +1,42 @@
-/// A write was queued (R2.1): everything needed to send it, and the dependencies it was given.
+/// A write was queued: everything needed to send it, and the dependencies it was given.
 public struct WriteQueued: EventPayload {
     static let type = EventType.writeQueued
+    /// The write's id.
     public var id: WriteID
+    /// The user it belongs to.
     public var user: String
+    /// The table it writes.
     public var table: String
+    /// What it does to its row.
     public var operation: WriteOperation
+    /// The row's primary key.
     public var key: JSONValue
+    /// The fields it writes.
     public var body: JSONValue
+    /// The row version the edit was made on.
     public var baseVersion: Int64?
     /// The writes the app said it depends on.
     public var dependsOn: [WriteID]
-    /// Earlier unsettled writes of the same user to the same row, found at enqueue (R2.2).
+    /// Earlier unsettled writes of the same user to the same row, found at enqueue.
     public var follows: [WriteID]
+    /// The key it is first sent under.
     public var idempotencyKey: IdempotencyKey
-    /// The atomic group (R4.5): its first write's id and how many writes it has; nil when not in one.
+    /// The atomic group: its first write's id and how many writes it has; nil when not in one.
     public var atomicGroup: AtomicGroup?
 
     /// Writes enqueued together with `atomic: true`: consecutive ids from `first`, `count` of them.
     public struct AtomicGroup: Hashable, Sendable {
+        /// The group's first write.
         public var first: WriteID
+        /// How many writes the group holds.
         public var count: Int
-        public init(first: WriteID, count: Int) {
+        package init(first: WriteID, count: Int) {
             self.first = first
             self.count = count
         }
     }
 
-    public init(
+    package init(
         id: WriteID, user: String, table: String, operation: WriteOperation, key: JSONValue, body: JSONValue,
         baseVersion: Int64? = nil, dependsOn: [WriteID] = [], follows: [WriteID] = [], idempotencyKey: IdempotencyKey,
         atomicGroup: AtomicGroup? = nil

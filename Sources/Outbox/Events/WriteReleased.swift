@@ -1,13 +1,15 @@
-/// The app released a blocked, refused or dead write (R6.3): pending again under a fresh key, its
+/// The app released a blocked, refused or dead write: pending again under a fresh key, its
 /// refusal count kept.
 public struct WriteReleased: EventPayload {
     static let type = EventType.writeReleased
+    /// The write released.
     public var writeId: WriteID
+    /// The new key it is sent under from now on.
     public var idempotencyKey: IdempotencyKey
     /// The reason named in `release(reason:)`, if that was the call.
     public var reason: BlockedReason?
 
-    public init(writeId: WriteID, idempotencyKey: IdempotencyKey, reason: BlockedReason?) {
+    package init(writeId: WriteID, idempotencyKey: IdempotencyKey, reason: BlockedReason?) {
         self.writeId = writeId
         self.idempotencyKey = idempotencyKey
         self.reason = reason

@@ -1,11 +1,13 @@
-/// The app withdrew a blocked write (R6.4), with the row the instance held when it was read (null when
+/// The app withdrew a blocked write, with the row the instance held when it was read (null when
 /// it held none). The writes that waited on it are refused unsent by `verdictRecorded` events after it.
 public struct WriteWithdrawn: EventPayload {
     static let type = EventType.writeWithdrawn
+    /// The write withdrawn.
     public var writeId: WriteID
+    /// The row the instance held when it was withdrawn (null for none).
     public var row: JSONValue
 
-    public init(writeId: WriteID, row: JSONValue) {
+    package init(writeId: WriteID, row: JSONValue) {
         self.writeId = writeId
         self.row = row
     }

@@ -1,14 +1,14 @@
 /// What `checkDecisions` found (R8.4, second half): the same decisions, or the first that differs.
-public struct DecisionReport: Hashable, Sendable, CustomStringConvertible {
+package struct DecisionReport: Hashable, Sendable, CustomStringConvertible {
     /// How many recorded answers were decided again.
-    public let answers: Int
+    package let answers: Int
     /// The sequence number of the first event where this version decides differently, if any.
-    public let sequence: UInt64?
+    package let sequence: UInt64?
     /// What differs there.
-    public let difference: String?
+    package let difference: String?
 
-    public var isSame: Bool { difference == nil }
-    public var description: String {
+    package var isSame: Bool { difference == nil }
+    package var description: String {
         guard let difference, let sequence else { return "same decisions (\(answers) answers decided again)" }
         return "event \(sequence): \(difference)"
     }

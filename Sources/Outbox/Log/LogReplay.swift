@@ -1,9 +1,9 @@
 /// Folds events into projections held in memory, with no log file: what a whole log replays to
 /// (R8.4). Public for tools and fuzzers: every sequence of decodable events must fold without a crash,
 /// and anything it cannot fold is a thrown error.
-public enum LogReplay {
+package enum LogReplay {
     /// The queue and verdict table after `events`, folded in the order given.
-    public static func snapshot(of events: [RecordedEvent]) throws -> QueueSnapshot {
+    package static func snapshot(of events: [RecordedEvent]) throws -> QueueSnapshot {
         var projector = Projector(store: MemoryProjections())
         for event in events { try projector.apply(event) }
         let bySequence = Dictionary(events.map { ($0.sequence, $0) }, uniquingKeysWith: { first, _ in first })
@@ -15,10 +15,10 @@ public enum LogReplay {
 }
 
 /// The replayer's classification of an answer, for tools and fuzzers: what the pass would do (R4.3).
-public enum AnswerClassifier {
+package enum AnswerClassifier {
     /// "go on", "split", or "stop: <kind> <status> <code>", for an answer to a batch of `writes`
     /// pending writes, each with `refusals` refusals so far.
-    public static func outcome(of answer: RequestAnswer, writes: Int, refusals: Int = 0, maxRefusals: Int = 5, at: Timestamp)
+    package static func outcome(of answer: RequestAnswer, writes: Int, refusals: Int = 0, maxRefusals: Int = 5, at: Timestamp)
         -> String
     {
         let ids = (0..<max(writes, 0)).map { WriteID(UInt64($0) + 1) }

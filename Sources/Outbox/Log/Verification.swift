@@ -1,6 +1,6 @@
 internal import OutboxLMDB
 
-/// What `verify` found (R8.2): nothing, or the first problem.
+/// What `verify` found: nothing, or the first problem.
 public struct VerifyReport: Hashable, Sendable, CustomStringConvertible {
     /// How many events were read.
     public let events: Int
@@ -9,6 +9,7 @@ public struct VerifyReport: Hashable, Sendable, CustomStringConvertible {
     /// The sequence number of the damaged record or gap, when the problem is in the log itself.
     public let sequence: UInt64?
 
+    /// Whether nothing was found wrong.
     public var isOK: Bool { problem == nil }
     public var description: String { problem ?? "ok" }
 }

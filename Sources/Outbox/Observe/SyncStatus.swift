@@ -1,27 +1,33 @@
-/// What the app shows about syncing (R7.1): one value, read together.
+/// What the app shows about syncing: one value, read together.
 public struct SyncStatus: Hashable, Sendable {
     /// What the library knows of the network.
     public enum Network: String, Hashable, Sendable {
-        /// No monitor has said anything (or it failed or ended); counts as online (R5.4).
+        /// No monitor has said anything (or it failed or ended); counts as online.
         case unknown
+        /// The monitor says the device is online.
         case online
+        /// The monitor says the device is offline.
         case offline
-        /// The app switched network access off (R5.5).
+        /// The app switched network access off.
         case disabled
     }
 
+    /// What the library knows of the network: unknown, online, offline or disabled.
     public var network: Network = .unknown
     /// The user's pending writes (a user whose session latched identityChanged has none: they count as blocked).
     public var pendingCount = 0
-    /// Refused and dead writes (R3.5).
+    /// Refused and dead writes.
     public var rejectedCount = 0
+    /// The current user's writes blocked until something outside the queue changes.
     public var blockedCount = 0
+    /// Whether a pass is running now.
     public var isSyncing = false
     /// When a pass last left the user's queue empty (memory only).
     public var lastSyncedAt: Timestamp?
     /// Why the last pass stopped, if it stopped on a failure: kind, HTTP status and code only.
     public var lastSyncError: PassFailure?
 
+    /// The status before anything is known.
     public init() {}
 }
 
@@ -69,10 +75,15 @@ public enum OutboxEvent: Hashable, Sendable {
 
     /// A refusal as the events stream shows it: status, code, fields and counts, never the message.
     public struct Rejection: Hashable, Sendable {
+        /// The HTTP status of the refusal, if any.
         public var status: Int?
+        /// The server's error code (a SQLSTATE or PostgREST code), if any.
         public var code: String?
+        /// The fields the refusal names.
         public var fields: [String]
+        /// How often the write was refused so far.
         public var refusals: Int
+        /// Whether the refusal is for good: the write is never sent again.
         public var isFinal: Bool
     }
 

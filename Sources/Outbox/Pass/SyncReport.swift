@@ -1,21 +1,42 @@
-/// What one `sync` did (R4.8). The counts are this call's own.
+/// What one `sync` did. The counts are this call's own.
 public struct SyncReport: Hashable, Sendable {
     /// One answer the call got for one write, or one decision it made on one.
     public struct Verdict: Hashable, Sendable {
-        /// accepted, merged, conflicted, refused (by the instance, or by the library: unmade, R4.3), dead,
-        /// blocked, failed (a per-write failure that may pass, R4.4), skipped (R4.5), notSent (the
+        /// accepted, merged, conflicted, refused (by the instance, or by the library: unmade), dead,
+        /// blocked, failed (a per-write failure that may pass), skipped, notSent (the
         /// transport stopped before it: pending, nothing charged).
         public enum Kind: String, Hashable, Sendable {
-            case accepted, merged, conflicted, refused, dead, blocked, failed, skipped, notSent
+            /// Applied as sent.
+            case accepted
+            /// Applied over newer changes to other fields.
+            case merged
+            /// Not applied; kept as a sibling the app can read.
+            case conflicted
+            /// Refused by the instance; sent again until it is dead.
+            case refused
+            /// Refused too often: never sent again.
+            case dead
+            /// Held until something outside the queue changes.
+            case blocked
+            /// Failed alone with a failure that may pass.
+            case failed
+            /// Not applied: a write it depends on in the same request was not.
+            case skipped
+            /// Not sent: the request stopped before it.
+            case notSent
         }
+        /// The write.
         public var id: WriteID
+        /// What the instance answered.
         public var kind: Kind
         /// The write's refusal count after this answer.
         public var refusals: Int
+        /// Whether the instance had applied it before (a resend answered again).
         public var replayed: Bool
         /// The reason, when `kind` is blocked.
         public var blockedReason: BlockedReason?
 
+        /// A verdict of a report (tests of an app's reactions make their own).
         public init(id: WriteID, kind: Kind, refusals: Int, replayed: Bool = false, blockedReason: BlockedReason? = nil) {
             self.id = id
             self.kind = kind
@@ -27,23 +48,27 @@ public struct SyncReport: Hashable, Sendable {
 
     /// A write refused or dead during this call, with its refusal count.
     public struct Rejected: Hashable, Sendable {
+        /// The write.
         public var id: WriteID
+        /// How often the instance refused it so far.
         public var refusals: Int
+        /// Whether this refusal made it dead.
         public var isDead: Bool
     }
 
     /// Answered this call: accepted, merged or conflicted.
     public var syncedCount = 0
-    /// Of those, answers the instance replayed: the write was already on the server (R3.2).
+    /// Of those, answers the instance replayed: the write was already on the server.
     public var alreadyOnServerCount = 0
     /// Refused or dead during this call.
     public var rejected: [Rejected] = []
+    /// How many writes the pass saw refused (dead ones included).
     public var rejectedCount: Int { rejected.count }
     /// Blocked during this call.
     public var blockedCount = 0
-    /// Writes in this call's scope still waiting on a dependency when it returned (R4.2).
+    /// Writes in this call's scope still waiting on a dependency when it returned.
     public var heldCount = 0
-    /// With a table: that table's writes held behind an earlier pending write of another table (R4.1).
+    /// With a table: that table's writes held behind an earlier pending write of another table.
     public var heldBehindOtherTablesCount = 0
     /// The user's writes still pending when the call returned, whatever the table.
     public var remainingCount = 0
@@ -54,6 +79,7 @@ public struct SyncReport: Hashable, Sendable {
     /// How long the instance asked to wait, in seconds (capped at one hour), if it did.
     public var retryAfter: Double?
 
+    /// A report of a pass that did nothing.
     public init() {}
 
     mutating func add(_ verdicts: [Verdict]) {
@@ -94,7 +120,7 @@ extension SyncReport.Verdict {
 }
 
 extension SyncReport {
-    /// The report as one JSON object with R4.8's field names; writes are named by their ids.
+    /// The report as one JSON object with the fields documented in Specs/json-fields.md; writes are named by their ids.
     public var json: JSONValue { json(naming: { .int(Int64($0.rawValue)) }) }
 
     /// The report as JSON, each write named by `name` (the scenario runner names them by ref).

@@ -1,5 +1,5 @@
 /// The databases the projections live in. Each is a fold of the log (R8.2); `log` itself is not one.
-public enum ProjectionTable: String, CaseIterable, Sendable {
+package enum ProjectionTable: String, CaseIterable, Sendable {
     /// Log-wide facts: origin, next write id, the settled session, the layout version, the applied
     /// sequence, the latest Retry-After deadline.
     case meta

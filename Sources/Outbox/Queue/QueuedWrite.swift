@@ -1,36 +1,45 @@
 public import Foundation
 
-/// A write the queue holds, with the instance's answer so far (R3.1, R6.1).
+/// A write the queue holds, with the instance's answer so far.
 public struct QueuedWrite: Hashable, Sendable {
+    /// The write's id.
     public let id: WriteID
+    /// The user it belongs to.
     public let user: String
+    /// The table it writes.
     public let table: String
+    /// What it does to its row.
     public let operation: WriteOperation
+    /// The row's primary key.
     public let key: JSONValue
+    /// The fields it writes.
     public let body: JSONValue
+    /// The row version the edit was made on.
     public let baseVersion: Int64?
+    /// The writes the app said it must follow.
     public let dependsOn: [WriteID]
-    /// Earlier writes to the same row it follows (R2.2).
+    /// Earlier writes to the same row it follows.
     public let follows: [WriteID]
     /// The key it is sent under now (renewed by every release).
     public let idempotencyKey: IdempotencyKey
     /// When it was queued.
     public let createdAt: Timestamp
-    /// Its atomic group (R4.5), if it was enqueued in one.
+    /// Its atomic group, if it was enqueued in one.
     public let atomicGroup: WriteQueued.AtomicGroup?
     /// Its state in the verdict table. A pending write of a user whose session latched `identityChanged`
-    /// reads `blocked(.identityChanged)` (R7.3).
+    /// reads `blocked(.identityChanged)`.
     public let state: WriteState
     /// How often the instance refused it.
     public let refusals: Int
-    /// Whether its last answer was a replay of an earlier one (R3.2).
+    /// Whether its last answer was a replay of an earlier one.
     public let replayed: Bool
-    /// Pending, but held until a write it depends on is settled (R2.2, R4.2).
+    /// Pending, but held until a write it depends on is settled.
     public let waiting: Bool
-    /// What it met the last time it failed alone, and the streak of such passes (R4.4).
+    /// What it met the last time it failed alone, and the streak of such passes.
     public let lastFailure: LastFailure?
+    /// How many passes in a row it failed alone.
     public let environmentalStreak: Int
-    /// PGRST204/205 refusals counted against it (R4.3).
+    /// PGRST204/205 refusals counted against it.
     public let schemaRefusals: Int
 }
 
@@ -96,7 +105,7 @@ extension QueuedWrite {
     }
 }
 
-/// The queue and verdict table as they stood just after one event (R8.4): time travel for debugging.
+/// The queue and verdict table as they stood just after one event: time travel for debugging.
 public struct QueueSnapshot: Hashable, Sendable {
     /// The last event folded.
     public let sequence: UInt64

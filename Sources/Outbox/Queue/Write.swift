@@ -7,7 +7,9 @@ public import Foundation
 /// try await outbox.enqueue(.update("todos", key: ["id": 42], set: ["done": true], baseVersion: 3))
 /// ```
 public struct Write: Hashable, Sendable {
+    /// The table it writes.
     public var table: String
+    /// What it does to its row.
     public var operation: WriteOperation
     /// The row's primary key: a non-empty JSON object.
     public var key: JSONValue
@@ -15,9 +17,10 @@ public struct Write: Hashable, Sendable {
     public var body: JSONValue
     /// The row version the edit was made on.
     public var baseVersion: Int64?
-    /// Ids of earlier writes of the same user this one must follow (R2.2 adds same-row writes by itself).
+    /// Ids of earlier writes of the same user this one must follow (earlier writes to the same row are followed by themselves).
     public var dependsOn: [WriteID]
 
+    /// A write of any operation; the static functions below read better.
     public init(
         table: String, operation: WriteOperation, key: JSONValue, body: JSONValue = [:], baseVersion: Int64? = nil,
         dependsOn: [WriteID] = []
@@ -30,24 +33,29 @@ public struct Write: Hashable, Sendable {
         self.dependsOn = dependsOn
     }
 
+    /// Inserts a row: the key merged with the body.
     public static func insert(into table: String, key: JSONValue, body: JSONValue, dependsOn: [WriteID] = []) -> Write {
         Write(table: table, operation: .insert, key: key, body: body, dependsOn: dependsOn)
     }
 
+    /// Sets the fields of `body` on the row; `baseVersion` is the row version the edit was made on.
     public static func update(
         _ table: String, key: JSONValue, set body: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = []
     ) -> Write {
         Write(table: table, operation: .update, key: key, body: body, baseVersion: baseVersion, dependsOn: dependsOn)
     }
 
+    /// Inserts the row, or merges the body into the row already there.
     public static func upsert(into table: String, key: JSONValue, body: JSONValue, dependsOn: [WriteID] = []) -> Write {
         Write(table: table, operation: .upsert, key: key, body: body, dependsOn: dependsOn)
     }
 
+    /// Deletes the row; `baseVersion` is the row version the delete was decided on.
     public static func delete(from table: String, key: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = []) -> Write {
         Write(table: table, operation: .delete, key: key, body: [:], baseVersion: baseVersion, dependsOn: dependsOn)
     }
 
+    /// A named mutation the instance knows, with `body` as its arguments.
     public static func custom(
         _ name: String, table: String, key: JSONValue, body: JSONValue, dependsOn: [WriteID] = []
     ) -> Write {

@@ -2,7 +2,7 @@ internal import Dispatch
 internal import Foundation
 internal import Synchronization
 
-/// Where the library reads the time and waits (R5.6): every timestamp in the log, every backoff.
+/// Where the library reads the time and waits: every timestamp in the log, every backoff.
 public protocol OutboxClock: Sendable {
     /// The current time.
     func now() -> Timestamp
@@ -13,14 +13,17 @@ public protocol OutboxClock: Sendable {
 /// A scheduled action of a clock.
 public final class ClockTimer: Sendable {
     private let cancelled = Atomic<Bool>(false)
+    /// A timer not cancelled.
     public init() {}
     /// The action will not run (if it has not yet).
     public func cancel() { cancelled.store(true, ordering: .sequentiallyConsistent) }
+    /// Whether `cancel()` was called.
     public var isCancelled: Bool { cancelled.load(ordering: .sequentiallyConsistent) }
 }
 
 /// The system's wall clock.
 public struct SystemClock: OutboxClock {
+    /// The system's wall clock.
     public init() {}
     public func now() -> Timestamp { Timestamp(Date()) }
 

@@ -2,7 +2,7 @@ public import Foundation
 internal import OutboxLMDB
 
 /// An error of the outbox: what happened, to which file or write, and what to do. Never a server's
-/// text or a token (R3.4, R8.7).
+/// text or a token.
 ///
 /// Compare with the static values (`error == .notFound`), or switch on `code`.
 public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -13,9 +13,9 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
             case rowReadFailed, noTransport, doesNotExist
         }
         let kind: Kind
-        /// The write is not valid (R2.4); nothing was written.
+        /// The write is not valid; nothing was written.
         public static let invalidWrite = Code(kind: .invalidWrite)
-        /// A write was enqueued with no signed-in user (R2.4).
+        /// A write was enqueued with no signed-in user.
         public static let noUser = Code(kind: .noUser)
         /// The queue does not hold that write.
         public static let notFound = Code(kind: .notFound)
@@ -23,21 +23,22 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let closed = Code(kind: .closed)
         /// LMDB failed (disk full, I/O error, permissions).
         public static let storage = Code(kind: .storage)
-        /// The log is damaged, foreign, or of a newer format (R8.6).
+        /// The log is damaged, foreign, or of a newer format.
         public static let damaged = Code(kind: .damaged)
         /// The log is already open in this process.
         public static let alreadyOpen = Code(kind: .alreadyOpen)
-        /// The network switch is off (R5.5).
+        /// The network switch is off.
         public static let networkDisabled = Code(kind: .networkDisabled)
-        /// Reading the row from the instance failed (withdraw, R6.4); nothing changed.
+        /// Reading the row from the instance failed (withdraw); nothing changed.
         public static let rowReadFailed = Code(kind: .rowReadFailed)
         /// The call needs a transport and the client has none.
         public static let noTransport = Code(kind: .noTransport)
-        /// No log at that path (read-only tools never create one, R8.8).
+        /// No log at that path (read-only tools never create one).
         public static let doesNotExist = Code(kind: .doesNotExist)
         public var description: String { kind.rawValue }
     }
 
+    /// What kind of error it is: compare it, `error.code == .notFound`.
     public let code: Code
     /// What happened, for a person.
     public let message: String
@@ -59,16 +60,27 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     public static func == (a: OutboxError, b: OutboxError) -> Bool { a.code == b.code }
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
+    /// An error of code `notFound`, to compare with: `#expect(throws: OutboxError.notFound)`.
     public static let notFound = OutboxError(.notFound, "not found")
+    /// An error of code `invalidWrite`, to compare with.
     public static let invalidWrite = OutboxError(.invalidWrite, "invalid write")
+    /// An error of code `noUser`, to compare with.
     public static let noUser = OutboxError(.noUser, "no user")
+    /// An error of code `closed`, to compare with.
     public static let closed = OutboxError(.closed, "closed")
+    /// An error of code `damaged`, to compare with.
     public static let damaged = OutboxError(.damaged, "damaged")
+    /// An error of code `networkDisabled`, to compare with.
     public static let networkDisabled = OutboxError(.networkDisabled, "network disabled")
+    /// An error of code `rowReadFailed`, to compare with.
     public static let rowReadFailed = OutboxError(.rowReadFailed, "row read failed")
+    /// An error of code `storage`, to compare with.
     public static let storage = OutboxError(.storage, "storage failed")
+    /// An error of code `alreadyOpen`, to compare with.
     public static let alreadyOpen = OutboxError(.alreadyOpen, "already open")
+    /// An error of code `noTransport`, to compare with.
     public static let noTransport = OutboxError(.noTransport, "no transport")
+    /// An error of code `doesNotExist`, to compare with.
     public static let doesNotExist = OutboxError(.doesNotExist, "does not exist")
 
     static func invalid(_ reason: String) -> OutboxError {

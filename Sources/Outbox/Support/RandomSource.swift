@@ -6,7 +6,7 @@ internal import Synchronization
     internal import Darwin
 #endif
 
-/// Where the library draws randomness (R5.6): idempotency keys, the log's origin.
+/// Where the library draws randomness: idempotency keys, the log's origin.
 public protocol RandomSource: Sendable {
     /// 64 random bits.
     func next() -> UInt64
@@ -18,6 +18,7 @@ public protocol RandomSource: Sendable {
 public struct SystemRandomSource: RandomSource {
     private let pool = Pool()
 
+    /// The system's randomness, drawn in blocks.
     public init() {}
 
     public func next() -> UInt64 { pool.next() }

@@ -1,16 +1,20 @@
-/// The instance's answer to one write of a request, as received (R4.3, R4.4, R4.5).
+/// The instance's answer to one write of a request, as received.
 public enum WriteVerdict: Hashable, Sendable {
+    /// Applied as sent.
     case accepted
+    /// Applied over newer changes to other fields; these fields were overwritten.
     case merged(fields: [String])
+    /// Not applied: these fields changed since; the write was kept as sibling `siblingId`.
     case conflicted(siblingId: String, fields: [String])
+    /// Not applied: the instance refused it.
     case refused(Refusal)
     /// Blocked with a reason the instance decides (keySpent, ancestorUnavailable, conflictUnresolved,
     /// instanceChanged, credentialRefused).
     case blocked(BlockedReason, refusal: Refusal?)
-    /// A per-write failure that may pass, inside an otherwise answered batch (R4.4): the status, and the
+    /// A per-write failure that may pass, inside an otherwise answered batch: the status, and the
     /// start of a text body (cut to 200 Unicode scalars; audits only).
     case failed(status: Int?, text: String?)
-    /// Not applied because a write it depends on in the same batch was not (R4.5).
+    /// Not applied because a write it depends on in the same batch was not.
     case skipped
     /// Not sent: the transport stopped before this write, which a request of its own would have
     /// carried. With a failure, this write's own request failed that way (no answer came, or an answer
@@ -78,11 +82,14 @@ public enum WriteVerdict: Hashable, Sendable {
     }
 }
 
-/// One write's answer: its verdict, and whether the instance replayed an earlier answer (R3.2).
+/// One write's answer: its verdict, and whether the instance replayed an earlier answer.
 public struct WriteAnswer: Hashable, Sendable {
+    /// What the instance decided.
     public var verdict: WriteVerdict
+    /// Whether it had applied the write before (a resend answered again).
     public var replayed: Bool
 
+    /// An answer of `verdict`.
     public init(_ verdict: WriteVerdict, replayed: Bool = false) {
         self.verdict = verdict
         self.replayed = replayed
@@ -92,6 +99,7 @@ public struct WriteAnswer: Hashable, Sendable {
 /// A request that got no per-write answers: no connection, or an HTTP status for the whole request.
 /// An `Error`, so a transport's own code can throw it.
 public struct RequestFailure: Error, Hashable, Sendable {
+    /// How a request failed.
     public enum Kind: String, CaseIterable, Hashable, Sendable, StoredCode {
         /// The request never reached the instance, or its response was lost.
         case network
@@ -113,7 +121,9 @@ public struct RequestFailure: Error, Hashable, Sendable {
         }
     }
 
+    /// How it failed.
     public var kind: Kind
+    /// The HTTP status, for `.http`.
     public var status: Int?
     /// The PostgREST or SQLSTATE code.
     public var code: String?
@@ -122,6 +132,7 @@ public struct RequestFailure: Error, Hashable, Sendable {
     /// The start of a text body, cut to 200 Unicode scalars (audits only).
     public var text: String?
 
+    /// A failure of a request; `text` is the start of the server's body, for audits only.
     public init(kind: Kind, status: Int? = nil, code: String? = nil, retryAfter: String? = nil, text: String? = nil) {
         self.kind = kind
         self.status = Refusal.httpStatus(status)
@@ -149,7 +160,7 @@ public struct RequestFailure: Error, Hashable, Sendable {
     }
 }
 
-/// What came back for one request, as received: the input every decision of a pass depends on (R8.4).
+/// What came back for one request, as received: the input every decision of a pass depends on.
 public enum RequestAnswer: Hashable, Sendable {
     /// One answer per write sent, in order.
     case answered([WriteAnswer])

@@ -1,4 +1,4 @@
-/// Why a write is blocked: stopped until something outside the queue changes (R3.3).
+/// Why a write is blocked: stopped until something outside the queue changes.
 public enum BlockedReason: String, CaseIterable, Hashable, Sendable, StoredCode {
     /// The instance refused the key; a new access token clears it and the next pass resends by itself.
     case credentialRefused
@@ -8,11 +8,11 @@ public enum BlockedReason: String, CaseIterable, Hashable, Sendable, StoredCode 
     case ancestorUnavailable
     /// The write's version was overtaken; `withdraw` (a release is blocked the same way again).
     case conflictUnresolved
-    /// The write keeps failing while the instance answers other writes (R4.4); `release` or `withdraw`.
+    /// The write keeps failing while the instance answers other writes; `release` or `withdraw`.
     case failingAlone
     /// Queued against another instance; `release` or `withdraw`.
     case instanceChanged
-    /// The session's token belongs to another user (R7.3); settling the session again clears it.
+    /// The session's token belongs to another user; settling the session again clears it.
     case identityChanged
 
     /// The code the log and the `blocked` list store (Specs/log-format.md): fixed per case, whatever the

@@ -1,8 +1,11 @@
-/// 128 random bits: a write's idempotency key (new at enqueue and at every release, R2.1), or a log's origin.
+/// 128 random bits: a write's idempotency key (new at enqueue and at every release), or a log's origin.
 public struct IdempotencyKey: Hashable, Sendable, CustomStringConvertible {
+    /// The key's first 64 bits.
     public let high: UInt64
+    /// The key's last 64 bits.
     public let low: UInt64
 
+    /// A key of these 128 bits.
     public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
@@ -43,5 +46,5 @@ public struct IdempotencyKey: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A log's origin: 128 random bits made when the log is created, sent with every write so the instance
-/// recognises a write by (origin, id) even after its key was renewed (R2.1).
+/// recognises a write by (origin, id) even after its key was renewed.
 public typealias Origin = IdempotencyKey

@@ -7,7 +7,9 @@ public enum JSONText {
 
     /// Why a text is not JSON: what was expected and at which byte offset.
     public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
+        /// Where the text went wrong, in UTF-8 bytes from its start.
         public let offset: Int
+        /// What was wrong there.
         public let reason: String
         public var description: String { "not valid JSON at byte \(offset): \(reason)" }
     }
@@ -123,6 +125,7 @@ public enum JSONText {
         out += "\""
     }
 
+    /// `value` as a JSON string, quoted and escaped.
     public static func quote(_ value: String) -> String {
         var out = ""
         quote(value, to: &out)

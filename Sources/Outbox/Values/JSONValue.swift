@@ -3,14 +3,19 @@
 /// Literals read naturally: `let key: JSONValue = ["id": 42]`. Values are stored in a canonical binary
 /// form (object keys sorted), so equal values store equal bytes.
 public enum JSONValue: Sendable, Hashable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// A number written without fraction or exponent that fits 64 bits.
     case int(Int64)
     /// Any other number. Not-a-number and infinities are not JSON, and enqueue refuses them.
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object; its members are kept in canonical order when stored.
     case object([String: JSONValue])
 
     /// The object's members, or nil for any other value.

@@ -1,4 +1,4 @@
-/// Why a pass stopped (R4.8 `stoppedBy`, R7.1 `lastSyncError`): kind, HTTP status and code, never a
+/// Why a pass stopped (a report's `stoppedBy`, the status's `lastSyncError`): kind, HTTP status and code, never a
 /// message or a token.
 public struct PassFailure: Hashable, Sendable {
     /// The kinds of failure that stop a pass.
@@ -11,7 +11,7 @@ public struct PassFailure: Hashable, Sendable {
         case schemaCache
         /// The response broke the wire contract.
         case `protocol`
-        /// The token's subject is not the session's user (R7.3).
+        /// The token's subject is not the session's user.
         case identityChanged
         /// The app's token provider gave no token (it threw, or returned nil): the pass sent nothing.
         case noToken
@@ -29,12 +29,16 @@ public struct PassFailure: Hashable, Sendable {
         }
     }
 
+    /// What kind of failure stopped the pass.
     public var kind: Kind
+    /// The HTTP status, when one came.
     public var status: Int?
+    /// The server's error code, when one came (never its message).
     public var code: String?
     /// How long the instance asked to wait, in seconds (capped at one hour).
     public var retryAfter: Double?
 
+    /// A failure of `kind`.
     public init(kind: Kind, status: Int? = nil, code: String? = nil, retryAfter: Double? = nil) {
         self.kind = kind
         self.status = Refusal.httpStatus(status)

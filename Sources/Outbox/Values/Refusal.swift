@@ -1,4 +1,4 @@
-/// Why the instance refused a write (R3.4), or why the library refused it itself (`final`).
+/// Why the instance refused a write, or why the library refused it itself (`final`).
 ///
 /// `message` is the instance's text, cut to 200 Unicode scalars. It is kept in the log for audits and
 /// shown by the audit tools, but never put in the status, the `events` stream or an error's description.
@@ -15,12 +15,14 @@ public struct Refusal: Hashable, Sendable {
     public var fields: [String]
     /// Whether the item is trashed, and whether it can be restored.
     public var trashed: Bool
+    /// Whether the row is in the trash and can be restored.
     public var restorable: Bool
     /// The grant the key lacks, if the instance named one.
     public var missingGrant: String?
-    /// A refusal the library made (unsent, R4.2; unmade, R4.3): never sent again, never released.
+    /// A refusal the library made (unsent, or unmade): never sent again, never released.
     public var isFinal: Bool
 
+    /// A refusal; a transport fills in what its server said.
     public init(
         status: Int? = nil, code: String? = nil, reason: String? = nil, message: String? = nil, fields: [String] = [],
         trashed: Bool = false, restorable: Bool = false, missingGrant: String? = nil, isFinal: Bool = false
@@ -72,7 +74,7 @@ public struct Refusal: Hashable, Sendable {
             ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(maxTextScalars)))
     }
 
-    /// A refusal the library makes because a write this one waits for was withdrawn or discarded (R4.2).
+    /// A refusal the library makes because a write this one waits for was withdrawn or discarded.
     public static func unsent(because reason: String) -> Refusal { Refusal(reason: reason, isFinal: true) }
 
     func encode(into writer: inout ByteWriter) {

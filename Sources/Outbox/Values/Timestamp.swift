@@ -4,9 +4,12 @@ public import Foundation
 public struct Timestamp: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
     public let rawValue: Int64
     public init(rawValue: Int64) { self.rawValue = rawValue }
+    /// The instant `milliseconds` after 1970-01-01T00:00:00Z.
     public init(milliseconds: Int64) { rawValue = milliseconds }
+    /// `date`, to the millisecond.
     public init(_ date: Date) { rawValue = Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 
+    /// The instant as a `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(rawValue) / 1000) }
     public static func < (a: Timestamp, b: Timestamp) -> Bool { a.rawValue < b.rawValue }
 

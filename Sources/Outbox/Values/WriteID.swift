@@ -1,10 +1,11 @@
 /// A write's id: assigned at enqueue, strictly increasing across every table and user of one log, so
-/// the order of ids is the order the writes were made (R2.1).
+/// the order of ids is the order the writes were made.
 public struct WriteID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible,
     ExpressibleByIntegerLiteral
 {
     public let rawValue: UInt64
     public init(rawValue: UInt64) { self.rawValue = rawValue }
+    /// The id `rawValue`.
     public init(_ rawValue: UInt64) { self.rawValue = rawValue }
     public init(integerLiteral value: UInt64) { rawValue = value }
     public static func < (a: WriteID, b: WriteID) -> Bool { a.rawValue < b.rawValue }

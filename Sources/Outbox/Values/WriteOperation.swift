@@ -1,8 +1,12 @@
 /// What a write does to its row.
 public enum WriteOperation: Hashable, Sendable, CustomStringConvertible {
+    /// Makes the row (POST).
     case insert
+    /// Changes fields of the row (PATCH).
     case update
+    /// Makes the row or merges into it (POST with on_conflict).
     case upsert
+    /// Deletes the row.
     case delete
     /// A named mutation the instance knows (an RPC-like custom write).
     case custom(String)

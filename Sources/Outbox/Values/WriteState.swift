@@ -1,4 +1,4 @@
-/// A write's state in the verdict table (R3.1).
+/// A write's state in the verdict table.
 public enum WriteState: Hashable, Sendable {
     /// Not answered yet (it may be `waiting` on a dependency; see `QueuedWrite.waiting`).
     case pending
@@ -28,7 +28,7 @@ public enum WriteState: Hashable, Sendable {
         }
     }
 
-    /// Accepted, merged or conflicted (R6.1).
+    /// Accepted, merged or conflicted.
     public var isAnswered: Bool {
         switch self {
         case .accepted, .merged, .conflicted: return true
@@ -43,7 +43,7 @@ public enum WriteState: Hashable, Sendable {
         return false
     }
 
-    /// Whether a pass sends a write in this state: pending, or refused and not final (R3.1).
+    /// Whether a pass sends a write in this state: pending, or refused and not final.
     public var isSendable: Bool {
         switch self {
         case .pending: return true
