@@ -39,37 +39,20 @@ extension Bool: JSONRepresentable {
     public var jsonValue: JSONValue { .bool(self) }
 }
 
-extension Int: JSONRepresentable {
+/// Integers of up to 64 bits are JSON integers.
+extension JSONRepresentable where Self: BinaryInteger {
+    /// The integer as a JSON integer.
     public var jsonValue: JSONValue { .int(Int64(self)) }
 }
 
-extension Int8: JSONRepresentable {
-    public var jsonValue: JSONValue { .int(Int64(self)) }
-}
-
-extension Int16: JSONRepresentable {
-    public var jsonValue: JSONValue { .int(Int64(self)) }
-}
-
-extension Int32: JSONRepresentable {
-    public var jsonValue: JSONValue { .int(Int64(self)) }
-}
-
-extension Int64: JSONRepresentable {
-    public var jsonValue: JSONValue { .int(self) }
-}
-
-extension UInt8: JSONRepresentable {
-    public var jsonValue: JSONValue { .int(Int64(self)) }
-}
-
-extension UInt16: JSONRepresentable {
-    public var jsonValue: JSONValue { .int(Int64(self)) }
-}
-
-extension UInt32: JSONRepresentable {
-    public var jsonValue: JSONValue { .int(Int64(self)) }
-}
+extension Int: JSONRepresentable {}
+extension Int8: JSONRepresentable {}
+extension Int16: JSONRepresentable {}
+extension Int32: JSONRepresentable {}
+extension Int64: JSONRepresentable {}
+extension UInt8: JSONRepresentable {}
+extension UInt16: JSONRepresentable {}
+extension UInt32: JSONRepresentable {}
 
 extension Double: JSONRepresentable {
     /// Not-a-number and the infinities are not JSON: a write holding one is refused at enqueue.
