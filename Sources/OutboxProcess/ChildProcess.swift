@@ -110,17 +110,27 @@ package final class ChildProcess: Sendable {
             if case .inherit = output {} else { plan.dup(STDOUT_FILENO, as: STDERR_FILENO) }
         case .apart(let kind): errorReader = try plan.route(kind, to: STDERR_FILENO, path: path)
         }
-        pid = try plan.spawn(path, arguments, environment: environment)
+        do {
+            pid = try plan.spawn(path, arguments, environment: environment)
+        } catch {
+            for fd in [outputReader, errorReader, plan.feeding?.0].compactMap({ $0 }) { close(fd) }
+            throw error
+        }
 
         let shared = self.shared
         shared.finished.enter()
         let pid = self.pid
         Thread {
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            let signal = status & 0x7f
-            let ended = signal == 0 ? (status >> 8 & 0xff, false) : (signal, true)
-            shared.state.withLock { $0.ended = ended }
+            // Waited for without reaping it first: until the end is recorded, under the lock `send`
+            // takes, the pid stays the child's (a zombie at worst), never another process's.
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+            shared.state.withLock { state in
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                let signal = status & 0x7f
+                state.ended = signal == 0 ? (status >> 8 & 0xff, false) : (signal, true)
+            }
             shared.finished.leave()
         }.start()
         for (fd, isErrors) in [(outputReader, false), (errorReader, true)] {
@@ -146,7 +156,7 @@ package final class ChildProcess: Sendable {
     /// Sends `signal` to the child (SIGKILL unless told), unless it already ended.
     package func send(_ signal: Int32 = SIGKILL) {
         shared.state.withLock { state in
-            // Under the lock the end is recorded in: a pid reaped may be another process's by now.
+            // Under the lock the end is recorded in: not reaped yet, the pid is still the child's.
             if state.ended == nil { _ = Glibc.kill(pid, signal) }
         }
     }
