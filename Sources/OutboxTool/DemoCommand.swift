@@ -53,8 +53,8 @@ extension Commands {
         say("\n== The queue now")
         try showQueue(outbox)
 
-        say("\n== History of the refused write \(empty), from the log (the audit view keeps the server's message)")
-        for event in try await outbox.history(of: empty) { say("  " + Render.line(event)) }
+        say("\n== History of the refused write \(empty), as `outbox history` shows it (the audit view keeps the server's text)")
+        for event in try await outbox.history(of: empty) { say("  " + Render.timeline(event, of: empty)) }
 
         say("\n== The app discards it with its dependents (they are refused unsent), then takes the answers")
         _ = try await outbox.queue.discard(empty, withDependents: true)
