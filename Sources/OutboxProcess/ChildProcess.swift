@@ -22,9 +22,8 @@ package final class ChildProcess: Sendable {
         case discard
         /// This process's own stream.
         case inherit
-        /// A pipe or file of the caller's, which reads it (or closes it) itself.
+        /// A file of the caller's, or the writing end of its pipe, which it reads (or closes) itself.
         case handle(FileHandle)
-        case pipe(Pipe)
     }
 
     /// What the child reads on its standard input.
@@ -107,7 +106,8 @@ package final class ChildProcess: Sendable {
         switch errors {
         case .merged:
             // Into output, wherever it goes (an inherited output leaves both streams as they are).
-            if case .inherit = output {} else { plan.dup(STDOUT_FILENO, as: STDERR_FILENO) }
+            // The child's dup2s run in order: its standard output is already the target here.
+            if case .inherit = output {} else { plan.moves.append((STDOUT_FILENO, STDERR_FILENO)) }
         case .apart(let kind): errorReader = try plan.route(kind, to: STDERR_FILENO, path: path)
         }
         do {
@@ -255,17 +255,12 @@ private struct SpawnPlan {
         handles.append(handle)
     }
 
-    mutating func dup(_ source: Int32, as target: Int32) { moves.append((-source - 1, target)) }
-
     /// Routes a stream; returns the descriptor to read for `.capture`.
     mutating func route(_ output: ChildProcess.Output, to target: Int32, path: String) throws -> Int32? {
         switch output {
         case .inherit: return nil
         case .handle(let handle):
             give(handle, as: target)
-            return nil
-        case .pipe(let pipe):
-            give(pipe.fileHandleForWriting, as: target)
             return nil
         case .discard:
             let fd = open("/dev/null", O_WRONLY | O_CLOEXEC)
@@ -299,10 +294,7 @@ private struct SpawnPlan {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        for (source, target) in moves {
-            // A negative source names a standard descriptor of the child itself (stderr into stdout).
-            posix_spawn_file_actions_adddup2(&actions, source < 0 ? -source - 1 : source, target)
-        }
+        for (source, target) in moves { posix_spawn_file_actions_adddup2(&actions, source, target) }
         // Nothing of this process's but the three standard descriptors reaches the child: no pipe of
         // another child's held open by this one, keeping its reader from the end.
         if let closeFrom = Self.closeFrom { _ = closeFrom(&actions, 3) }

@@ -20,7 +20,10 @@ import Testing
 
     /// Every public symbol declared in the package's sources, from `swift-symbolgraph-extract`.
     static func symbols() async throws -> [Symbol] {
-        let built = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("Modules")
+        // .build/<target triple>/debug/<the test bundle>: the modules beside it, built for that triple.
+        let configuration = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let built = configuration.appendingPathComponent("Modules")
+        let triple = configuration.deletingLastPathComponent().lastPathComponent
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("outbox-api-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: output) }
@@ -28,7 +31,7 @@ import Testing
             let extracted = try await ChildProcess.run(
                 URL(fileURLWithPath: "/usr/bin/env"),
                 [
-                    "swift-symbolgraph-extract", "-module-name", module, "-I", built.path, "-target", "x86_64-unknown-linux-gnu",
+                    "swift-symbolgraph-extract", "-module-name", module, "-I", built.path, "-target", triple,
                     "-minimum-access-level", "public", "-output-dir", output.path, "-Xcc",
                     "-fmodule-map-file=" + root.appendingPathComponent("Sources/COutboxLMDB/module.modulemap").path,
                 ])

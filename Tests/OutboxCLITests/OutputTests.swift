@@ -26,7 +26,8 @@ import Testing
             let log = folder + "/log"
             try await Self.bigLog(log)
             let out = Pipe()
-            let child = try ChildProcess(Self.binary, ["log", log, "--json"], output: .pipe(out), errors: .apart(.capture))
+            let child = try ChildProcess(
+                Self.binary, ["log", log, "--json"], output: .handle(out.fileHandleForWriting), errors: .apart(.capture))
             _ = out.fileHandleForReading.availableData
             try out.fileHandleForReading.close()
             let ended = await child.ended()
@@ -46,7 +47,7 @@ import Testing
                 } else {
                     let out = Pipe()
                     try out.fileHandleForReading.close()
-                    destination = .pipe(out)
+                    destination = .handle(out.fileHandleForWriting)
                 }
                 let ended = try ChildProcess.runBlocking(
                     Self.binary,

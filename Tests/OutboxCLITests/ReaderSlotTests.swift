@@ -18,7 +18,8 @@ import Testing
                 // Its input stays open: the reader stays inside its read until it is killed.
                 let input = Pipe()
                 let out = Pipe()
-                let reader = try ChildProcess(binary, ["hold-reader", log], input: .pipe(input), output: .pipe(out))
+                let reader = try ChildProcess(
+                    binary, ["hold-reader", log], input: .pipe(input), output: .handle(out.fileHandleForWriting))
                 let line = out.fileHandleForReading.availableData
                 #expect(String(decoding: line, as: UTF8.self).hasPrefix("READING"))
                 reader.send(SIGKILL)

@@ -135,8 +135,8 @@ public final class OutboxClient: Sendable {
     /// The user new writes belong to, if one is signed in.
     public var currentUser: String? { session.withLock { $0.user } }
 
-    /// Settles the session into `user` (nil: signed out) with its access token, kept in memory only
-    ///. A token whose subject is not `user` latches the `identityChanged` block.
+    /// Settles the session into `user` (nil: signed out) with its access token, kept in memory only.
+    /// A token whose subject is not `user` latches the `identityChanged` block.
     public func settleSession(user: String?, accessToken: String?) async throws {
         try checkOpen()
         if let user { try Write.validateName(user, what: "the user name") }
@@ -186,8 +186,8 @@ public final class OutboxClient: Sendable {
         try await enqueue(contentsOf: [write])[0]
     }
 
-    /// Queues many writes in one transaction; with `atomic`, as one group the instance applies all or
-    /// none of. Either every write is queued or none is.
+    /// Queues many writes in one transaction; with `atomic`, as one group that the instance applies
+    /// whole or not at all. Either every write is queued or none is.
     @discardableResult
     public func enqueue(contentsOf writes: [Write], atomic: Bool = false) async throws -> [WriteID] {
         try checkOpen()
@@ -215,7 +215,7 @@ public final class OutboxClient: Sendable {
         return ids
     }
 
-    /// The queue calls of R6, for the current user's writes.
+    /// What the current user's queue holds, and the calls that act on it.
     public var queue: OutboxQueue { OutboxQueue(client: self) }
 
     /// Waits until write `id` has an outcome (accepted, merged, conflicted, refused, blocked or dead) and

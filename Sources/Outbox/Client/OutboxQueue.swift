@@ -1,4 +1,4 @@
-/// The queue calls (R6): what the current user's queue holds, and acting on it.
+/// The queue calls: what the current user's queue holds, and acting on it.
 ///
 /// Every call that clears or changes a write appends an event; nothing is deleted from the log.
 public struct OutboxQueue: Sendable {

@@ -107,27 +107,21 @@ extension JSONValue: Codable {
 
     public func encode(to encoder: any Encoder) throws {
         switch self {
-        case .null:
-            var single = encoder.singleValueContainer()
-            try single.encodeNil()
-        case .bool(let value):
-            var single = encoder.singleValueContainer()
-            try single.encode(value)
-        case .int(let value):
-            var single = encoder.singleValueContainer()
-            try single.encode(value)
-        case .double(let value):
-            var single = encoder.singleValueContainer()
-            try single.encode(value)
-        case .string(let value):
-            var single = encoder.singleValueContainer()
-            try single.encode(value)
         case .array(let values):
             var array = encoder.unkeyedContainer()
             for value in values { try array.encode(value) }
         case .object(let members):
             var object = encoder.container(keyedBy: MemberKey.self)
             for (key, value) in members { try object.encode(value, forKey: MemberKey(key)) }
+        case .null, .bool, .int, .double, .string:
+            var single = encoder.singleValueContainer()
+            switch self {
+            case .bool(let value): try single.encode(value)
+            case .int(let value): try single.encode(value)
+            case .double(let value): try single.encode(value)
+            case .string(let value): try single.encode(value)
+            default: try single.encodeNil()
+            }
         }
     }
 
