@@ -368,7 +368,7 @@ struct LookUpTests {
         }
     }
 
-    // An app sees the history and the past state of its current user's writes only: another user's
+    // R8.3, R8.4 from the app: the history and the past state of its current user's writes only; another user's
     // write is not found, as if the log never held it (the `outbox` tool still reads every user's).
     @Test func historyAndPastStateAreTheCurrentUsers() async throws {
         try await withTemporaryLog { path in
