@@ -43,7 +43,8 @@ let options: Options = {
                   --size N    the large cases' size (default 1,000,000; long-life 100,000)
                   FILTER      run only the cases whose name contains it: enqueue-durable, enqueue-concurrent,
                               bulk-enqueue, drain, rebuild, history, open, long-life, atomic-group,
-                              postgrest, contract
+                              postgrest, contract; and, only when named, profile-none, profile-enqueue,
+                              profile-drain (for instruction counts under callgrind)
                 """)
             exit(0)
         default:
@@ -216,6 +217,26 @@ func withClient(_ path: String, batchSize: Int = 50, _ body: @escaping @Sendable
         try await body(client)
         client.close()
     }
+}
+
+// Instruction counts: only when named, never in a full run. `profile-none` builds --size writes,
+// `profile-enqueue` also bulk-enqueues them into a fresh log (1000 a transaction), `profile-drain` also
+// drains that log (batches of 100, lean instance). Under callgrind the differences of the three totals
+// are the engine's instructions per write, whole (Specs/decisions/010):
+//   valgrind --tool=callgrind --callgrind-out-file=/dev/null .build/release/outbox-benchmarks --size 20000 profile-enqueue
+if let filter = options.filter, filter.hasPrefix("profile-") {
+    let all = writes(options.size ?? 20_000)
+    let path = temporaryPath()
+    if filter != "profile-none" { blocking { try await bulkEnqueue(path: path, all) } }
+    if filter == "profile-drain" {
+        withClient(path, batchSize: 100) { client in
+            let report = try await client.sync()
+            precondition(report.syncedCount == all.count, "drained \(report.syncedCount)")
+        }
+    }
+    removing(path)
+    print("profile: \(filter), \(all.count) writes")
+    exit(0)
 }
 
 // 1. Durable enqueue one at a time: each returns after its own full-sync commit.

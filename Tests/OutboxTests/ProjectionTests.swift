@@ -257,4 +257,39 @@ import Testing
             log.close()
         }
     }
+
+    /// Past the store's limit of held entries (a transaction of 5,000 writes), with changes made out of
+    /// key order and a write removed and queued over in the same transaction, LMDB ends up holding what
+    /// a fold of the log makes (R8.2), and a later transaction reads it back.
+    @Test func aLargeTransactionWithChangesOutOfOrderFoldsAsTheLogSays() async throws {
+        try await withTemporaryLog { path in
+            let log = try EventLog(path: path)
+            let key = IdempotencyKey(high: 1, low: 2)
+            try log.transaction(sync: .standard) { appender in
+                for id in UInt64(1)...5_000 {
+                    try appender.append(
+                        .writeQueued(
+                            WriteQueued(
+                                id: WriteID(id), user: id % 2 == 0 ? "alice" : "bob", table: "todos", operation: .insert,
+                                key: ["id": .int(Int64(id % 700))], body: [:], idempotencyKey: key)))
+                }
+                // Verdicts from the top down, so every table's changes arrive against key order.
+                for id in stride(from: UInt64(4_999), through: 1, by: -7) {
+                    try appender.append(
+                        .verdictRecorded(VerdictRecorded(writeId: WriteID(id), passId: nil, state: .accepted, refusals: 0)))
+                }
+                try appender.append(.writeDiscarded(WriteDiscarded(writeId: 2, withDependents: false)))
+                #expect(try appender.reader.entry(2) == nil)
+                #expect(try appender.reader.entry(4_999)?.state == .accepted)
+            }
+            let accepted = Array(stride(from: 4_999, through: 1, by: -7)).count
+            let alice = try log.read { try $0.counters(user: "alice") }
+            let bob = try log.read { try $0.counters(user: "bob") }
+            #expect(alice.pending + alice.answered + bob.pending + bob.answered == 4_999)
+            #expect(alice.answered + bob.answered == accepted)
+            #expect(try log.read { try $0.entry(4_998)?.state } == .pending)
+            #expect(try log.verify().isOK)
+            log.close()
+        }
+    }
 }

@@ -92,6 +92,12 @@ enum Key {
         return writer.bytes
     }
 
+    /// The user of a `userPrefix` key; nil when the bytes are not one.
+    static func user(ofPrefix key: [UInt8]) -> String? {
+        guard key.last == 0, key.firstIndex(of: 0) == key.count - 1 else { return nil }
+        return String(validating: key[..<(key.count - 1)], as: UTF8.self)
+    }
+
     static func userPrefix(_ user: String) -> [UInt8] {
         var writer = ByteWriter(capacity: user.utf8.count + 1)
         writer.raw(user.utf8)

@@ -141,7 +141,7 @@ package final class EventLog: Sendable {
 
     /// A reader over a write transaction: the projections through its store, the log directly.
     private func reader(_ store: TransactionStore, _ access: WriteAccess) -> StoreReader {
-        StoreReader(value: store.value, scan: store.scan, record: recordReader(access))
+        StoreReader(value: store.value, scan: store.scan, record: recordReader(access), decodedEntry: store.entry)
     }
 
     /// Reads one event of the log in a transaction; nil when there is none.

@@ -14,8 +14,12 @@ struct StoreReader {
     let scan: (ProjectionTable, [UInt8], [UInt8]?, (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Void
     /// The event at a sequence number, or nil when there is none; a damaged record throws.
     let record: (UInt64) throws -> RecordedEvent?
+    /// The verdict table's entry of a write, when the source holds entries decoded (a write
+    /// transaction's store); nil: read through `value`.
+    var decodedEntry: ((WriteID) throws -> WriteEntry?)? = nil
 
     func entry(_ id: WriteID) throws -> WriteEntry? {
+        if let decodedEntry { return try decodedEntry(id) }
         guard let bytes = try value(.writes, Key.id(id.rawValue)) else { return nil }
         return try WriteEntry.decode(bytes, id: id)
     }

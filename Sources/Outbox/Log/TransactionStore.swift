@@ -10,13 +10,19 @@ internal import OutboxLMDB
 /// are appended (`MDB_APPEND`: no search, full pages). Reads look in memory first, so the fold and every
 /// reader of the transaction see the same state. `flush` runs before the transaction commits, before a
 /// scan of a table with changes held, and when too many entries are held.
+///
+/// Two tables are held decoded, because every part of a transaction reads them: the verdict table's
+/// entries (`WriteEntry`, decoded and checked once when first read, encoded once when written) and the
+/// users' counters. The others are held as bytes. Each table keeps its entries in the order they were
+/// first touched, which is nearly always key order (ids ascend), so putting them in key order at the
+/// flush is a merge of a few runs, not a sort of a hash table's order.
 final class TransactionStore: ProjectionStore {
     private let access: WriteAccess
     private let tables: [Database]
-    /// Indexed by `ProjectionTable.index`.
-    private var held: [[HeldKey: Held]]
-    /// Changed (not yet written) entries, per table.
-    private var changed: [Int]
+    /// Indexed by `ProjectionTable.index`; the slots of `.writes` and `.counters` stay empty.
+    private var held: [HeldTable<HeldKey, [UInt8]>]
+    private var entries: HeldTable<WriteID, WriteEntry>
+    private var counters: HeldTable<String, Counters>
     private var heldCount = 0
     /// More than this many held entries are written out and forgotten (a rebuild of a large log).
     private static let limit = 4096
@@ -26,7 +32,9 @@ final class TransactionStore: ProjectionStore {
     /// each table again: a pass's commit of 100 verdicts grew them about 40 times. What is kept is
     /// bounded by `limit`: no table holds more than that many entries before they are written out.
     struct Memory: Sendable {
-        fileprivate var held: [[HeldKey: Held]] = Array(repeating: [:], count: ProjectionTable.allCases.count)
+        fileprivate var held = Array(repeating: HeldTable<HeldKey, [UInt8]>(), count: ProjectionTable.allCases.count)
+        fileprivate var entries = HeldTable<WriteID, WriteEntry>()
+        fileprivate var counters = HeldTable<String, Counters>()
         init() {}
     }
 
@@ -34,7 +42,8 @@ final class TransactionStore: ProjectionStore {
         self.access = access
         self.tables = tables
         held = memory.held
-        changed = Array(repeating: 0, count: ProjectionTable.allCases.count)
+        entries = memory.entries
+        counters = memory.counters
     }
 
     /// The store's tables, emptied, for the next transaction's store; the store holds nothing after.
@@ -43,38 +52,99 @@ final class TransactionStore: ProjectionStore {
     func releaseMemory() -> Memory {
         var memory = Memory()
         swap(&memory.held, &held)
-        for index in memory.held.indices { memory.held[index].removeAll(keepingCapacity: true) }
+        swap(&memory.entries, &entries)
+        swap(&memory.counters, &counters)
+        for index in memory.held.indices { memory.held[index].removeAll() }
+        memory.entries.removeAll()
+        memory.counters.removeAll()
         heldCount = 0
-        changed = Array(repeating: 0, count: changed.count)
         return memory
     }
 
+    // MARK: - Bytes
+
     func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? {
-        let heldKey = HeldKey(bytes: key)
-        if let entry = held[table.index][heldKey] { return entry.value }
-        let value = try access.get(tables[table.index], key: key)
-        try keep(table, heldKey, Held(value: value, isWritten: true))
-        return value
+        switch table {
+        case .writes:
+            guard key.count == 8 else { return try access.get(tables[table.index], key: key) }
+            let id = WriteID(Key.readBigEndianArray(key))
+            return try entry(id).map { $0.encode(id: id) }
+        case .counters:
+            guard let user = Key.user(ofPrefix: key) else { return try access.get(tables[table.index], key: key) }
+            let found = try counters(user)
+            return found.isZero ? nil : found.encode()
+        default:
+            let heldKey = HeldKey(bytes: key)
+            if let slot = held[table.index].slot(heldKey) { return slot.value }
+            let value = try access.get(tables[table.index], key: key)
+            try keep { $0.held[table.index].keep(heldKey, value, isWritten: true) }
+            return value
+        }
     }
 
     func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws {
-        try keep(table, HeldKey(bytes: key), Held(value: value, isWritten: false))
+        switch table {
+        case .writes:
+            let id = WriteID(Key.readBigEndianArray(key))
+            try setEntry(WriteEntry.decode(value, id: id), for: id)
+        case .counters:
+            guard let user = Key.user(ofPrefix: key) else { preconditionFailure("a counters key is a user's prefix") }
+            try setCounters(Counters.decode(value), for: user)
+        default:
+            try keep { $0.held[table.index].keep(HeldKey(bytes: key), value, isWritten: false) }
+        }
     }
 
     func remove(_ table: ProjectionTable, _ key: [UInt8]) throws {
-        try keep(table, HeldKey(bytes: key), Held(value: nil, isWritten: false))
+        switch table {
+        case .writes: try removeEntry(WriteID(Key.readBigEndianArray(key)))
+        case .counters:
+            guard let user = Key.user(ofPrefix: key) else { preconditionFailure("a counters key is a user's prefix") }
+            try setCounters(Counters(), for: user)
+        default:
+            try keep { $0.held[table.index].keep(HeldKey(bytes: key), nil, isWritten: false) }
+        }
     }
 
-    private func keep(_ table: ProjectionTable, _ key: HeldKey, _ entry: Held) throws {
-        let index = table.index
-        if let before = held[index].updateValue(entry, forKey: key) {
-            changed[index] += (entry.isWritten ? 0 : 1) - (before.isWritten ? 0 : 1)
-        } else {
-            heldCount += 1
-            if !entry.isWritten { changed[index] += 1 }
+    // MARK: - Decoded
+
+    func entry(_ id: WriteID) throws -> WriteEntry? {
+        if let slot = entries.slot(id) { return slot.value }
+        let found = try withUnsafeBytes(of: id.rawValue.bigEndian) { key in
+            try access.withValue(tables[ProjectionTable.writes.index], key: key) { try WriteEntry.decode($0, id: id) }
         }
+        try keep { $0.entries.keep(id, found, isWritten: true) }
+        return found
+    }
+
+    func setEntry(_ entry: WriteEntry, for id: WriteID) throws {
+        try keep { $0.entries.keep(id, entry, isWritten: false) }
+    }
+
+    func removeEntry(_ id: WriteID) throws {
+        try keep { $0.entries.keep(id, nil, isWritten: false) }
+    }
+
+    func counters(_ user: String) throws -> Counters {
+        if let slot = counters.slot(user) { return slot.value ?? Counters() }
+        let found = try access.get(tables[ProjectionTable.counters.index], key: Key.userPrefix(user)).map {
+            try Counters.decode($0)
+        }
+        try keep { $0.counters.keep(user, found, isWritten: true) }
+        return found ?? Counters()
+    }
+
+    func setCounters(_ counters: Counters, for user: String) throws {
+        try keep { $0.counters.keep(user, counters.isZero ? nil : counters, isWritten: false) }
+    }
+
+    /// Runs `change` (which adds or replaces one held entry) and writes everything out past the limit.
+    private func keep(_ change: (TransactionStore) -> Bool) throws {
+        if change(self) { heldCount += 1 }
         if heldCount > Self.limit { try flush() }
     }
+
+    // MARK: - Writing
 
     /// Writes every changed entry to LMDB, in key order, and forgets every held entry.
     func flush() throws {
@@ -84,33 +154,18 @@ final class TransactionStore: ProjectionStore {
     /// Writes the changed entries of `table` in key order, appending those past its last key, and
     /// forgets the table's held entries (LMDB now holds what they say).
     private func write(_ table: ProjectionTable) throws {
-        let index = table.index
-        guard changed[index] > 0 else {
-            heldCount -= held[index].count
-            held[index].removeAll(keepingCapacity: true)
-            return
+        let database = tables[table.index]
+        switch table {
+        case .writes:
+            heldCount -= entries.count
+            try entries.write(to: database, access) { id, entry in entry.encode(id: id) }
+        case .counters:
+            heldCount -= counters.count
+            try counters.write(to: database, access) { _, counters in counters.encode() }
+        default:
+            heldCount -= held[table.index].count
+            try held[table.index].write(to: database, access) { _, value in value }
         }
-        let database = tables[index]
-        var last = try access.withCursor(database) { cursor in try cursor.last().map { Array($0.key) } }
-        var entries: [(key: HeldKey, entry: Held)] = []
-        entries.reserveCapacity(changed[index])
-        for (key, entry) in held[index] where !entry.isWritten { entries.append((key, entry)) }
-        entries.sort { Key.precedes($0.key.bytes, $1.key.bytes) }
-        for (key, entry) in entries {
-            if let value = entry.value {
-                if last.map({ Key.precedes($0, key.bytes) }) ?? true {
-                    try access.put(database, key: key.bytes, value: value, options: .append)
-                    last = key.bytes
-                } else {
-                    try access.put(database, key: key.bytes, value: value)
-                }
-            } else {
-                try access.delete(database, key: key.bytes)
-            }
-        }
-        heldCount -= held[index].count
-        held[index].removeAll(keepingCapacity: true)
-        changed[index] = 0
     }
 
     /// Entries of `table` under `prefix`, from `start`, as LMDB holds them once its changes are written.
@@ -118,29 +173,138 @@ final class TransactionStore: ProjectionStore {
         _ table: ProjectionTable, _ prefix: [UInt8], _ start: [UInt8]?,
         _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        if changed[table.index] > 0 { try write(table) }
+        let pending =
+            switch table {
+            case .writes: entries.changed
+            case .counters: counters.changed
+            default: held[table.index].changed
+            }
+        if pending > 0 { try write(table) }
         try access.forEach(tables[table.index], prefix: prefix, from: start, body)
     }
 }
 
+/// A held table's key: its bytes in LMDB, and their order.
+private protocol HeldTableKey: Hashable {
+    static func precedes(_ a: Self, _ b: Self) -> Bool
+    func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R
+}
+
+extension WriteID: HeldTableKey {
+    fileprivate static func precedes(_ a: WriteID, _ b: WriteID) -> Bool { a.rawValue < b.rawValue }
+    fileprivate func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        try withUnsafeBytes(of: rawValue.bigEndian) { try body($0) }
+    }
+}
+
+extension String: HeldTableKey {
+    /// The order of the keys `Key.userPrefix` makes: the UTF-8 bytes, then NUL.
+    fileprivate static func precedes(_ a: String, _ b: String) -> Bool { Key.precedes(Key.userPrefix(a), Key.userPrefix(b)) }
+    fileprivate func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        try Key.userPrefix(self).withUnsafeBytes { try body($0) }
+    }
+}
+
+/// One table's held entries, in the order they were first touched, with an index by key.
+private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
+    // @unchecked: `Value` is a byte array, a `WriteEntry` or `Counters`, all Sendable; the table is
+    // only ever moved between transactions, never shared.
+    struct Slot {
+        let key: K
+        /// Nil: none in LMDB, or removed.
+        var value: Value?
+        /// Whether LMDB already holds `value`.
+        var isWritten: Bool
+    }
+
+    private var index: [K: Int] = [:]
+    private var slots: [Slot] = []
+    /// Slots whose value LMDB does not hold yet.
+    private(set) var changed = 0
+
+    var count: Int { slots.count }
+
+    func slot(_ key: K) -> Slot? { index[key].map { slots[$0] } }
+
+    /// Holds `value` under `key`; returns whether the key was not held before.
+    mutating func keep(_ key: K, _ value: Value?, isWritten: Bool) -> Bool {
+        if let position = index[key] {
+            changed += (isWritten ? 0 : 1) - (slots[position].isWritten ? 0 : 1)
+            slots[position].value = value
+            slots[position].isWritten = isWritten
+            return false
+        }
+        index[key] = slots.count
+        slots.append(Slot(key: key, value: value, isWritten: isWritten))
+        if !isWritten { changed += 1 }
+        return true
+    }
+
+    mutating func removeAll() {
+        index.removeAll(keepingCapacity: true)
+        slots.removeAll(keepingCapacity: true)
+        changed = 0
+    }
+
+    /// Writes the changed slots in key order (new keys past the table's last with `MDB_APPEND`), then
+    /// forgets every slot. The slots are nearly in order already: the stable sort merges their runs.
+    mutating func write(
+        to database: Database, _ access: WriteAccess, value: (K, Value) -> [UInt8]
+    ) throws {
+        defer { removeAll() }
+        guard changed > 0 else { return }
+        var order: [Int] = []
+        order.reserveCapacity(changed)
+        for position in slots.indices where !slots[position].isWritten { order.append(position) }
+        order.sort { K.precedes(slots[$0].key, slots[$1].key) }
+        var last = try access.withCursor(database) { cursor in try cursor.last().map { Array($0.key) } }
+        for position in order {
+            let slot = slots[position]
+            try slot.key.withStoredBytes { bytes in
+                guard let stored = slot.value else {
+                    try access.delete(database, key: bytes)
+                    return
+                }
+                let encoded = value(slot.key, stored)
+                let appends =
+                    last.map { $0.withUnsafeBufferPointer { Key.precedes($0, bytes.assumingMemoryBound(to: UInt8.self)) } }
+                    ?? true
+                _ = try encoded.withUnsafeBytes {
+                    try access.put(database, key: bytes, value: $0, options: appends ? .append : [])
+                }
+                if appends { last = Array(bytes) }
+            }
+        }
+    }
+}
+
 /// A key held in memory. Its bytes are folded once into a 64-bit digest (FNV-1a), which is all the
-/// dictionary hashes, on every lookup and every regrowth; equality still compares the bytes.
-private struct HeldKey: Hashable {
+/// dictionary hashes, on every lookup and every regrowth; equality still compares the bytes. Its first
+/// eight bytes, big-endian, order most pairs of keys without comparing the bytes.
+private struct HeldKey: HeldTableKey {
     let bytes: [UInt8]
     private let digest: UInt64
+    private let head: UInt64
 
     init(bytes: [UInt8]) {
         self.bytes = bytes
         digest = StableHash.of(bytes)
+        var head: UInt64 = 0
+        for position in 0..<8 { head = head << 8 | UInt64(position < bytes.count ? bytes[position] : 0) }
+        self.head = head
     }
 
     static func == (a: HeldKey, b: HeldKey) -> Bool { a.digest == b.digest && a.bytes == b.bytes }
 
     func hash(into hasher: inout Hasher) { hasher.combine(digest) }
-}
 
-/// A held entry: its value (nil: none, or removed) and whether LMDB already holds it so.
-private struct Held {
-    let value: [UInt8]?
-    let isWritten: Bool
+    func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        try bytes.withUnsafeBytes { try body($0) }
+    }
+
+    /// LMDB's order. Heads padded with zeros order the keys whenever they differ; equal heads fall
+    /// back to the bytes.
+    static func precedes(_ a: HeldKey, _ b: HeldKey) -> Bool {
+        a.head != b.head ? a.head < b.head : Key.precedes(a.bytes, b.bytes)
+    }
 }

@@ -4,6 +4,36 @@ protocol ProjectionStore {
     func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]?
     mutating func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws
     mutating func remove(_ table: ProjectionTable, _ key: [UInt8]) throws
+    /// The verdict table's entry of write `id`, decoded and checked.
+    func entry(_ id: WriteID) throws -> WriteEntry?
+    mutating func setEntry(_ entry: WriteEntry, for id: WriteID) throws
+    mutating func removeEntry(_ id: WriteID) throws
+    /// The user's counters (zero when none are stored).
+    func counters(_ user: String) throws -> Counters
+    /// Stores the user's counters; zero counters are removed.
+    mutating func setCounters(_ counters: Counters, for user: String) throws
+}
+
+/// The typed entries through the bytes, for a store that keeps only bytes.
+extension ProjectionStore {
+    func entry(_ id: WriteID) throws -> WriteEntry? {
+        try value(.writes, Key.id(id.rawValue)).map { try WriteEntry.decode($0, id: id) }
+    }
+
+    mutating func setEntry(_ entry: WriteEntry, for id: WriteID) throws {
+        try set(.writes, Key.id(id.rawValue), entry.encode(id: id))
+    }
+
+    mutating func removeEntry(_ id: WriteID) throws { try remove(.writes, Key.id(id.rawValue)) }
+
+    func counters(_ user: String) throws -> Counters {
+        try value(.counters, Key.userPrefix(user)).map { try Counters.decode($0) } ?? Counters()
+    }
+
+    mutating func setCounters(_ counters: Counters, for user: String) throws {
+        let key = Key.userPrefix(user)
+        if counters.isZero { try remove(.counters, key) } else { try set(.counters, key, counters.encode()) }
+    }
 }
 
 /// Projections held in memory, in LMDB's key order when listed.

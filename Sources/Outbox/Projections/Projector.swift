@@ -91,10 +91,7 @@ struct Projector<Store: ProjectionStore> {
         try store.set(.meta, MetaKey.applied, Key.id(sequence))
     }
 
-    func entry(_ id: WriteID) throws -> WriteEntry? {
-        guard let bytes = try store.value(.writes, Key.id(id.rawValue)) else { return nil }
-        return try WriteEntry.decode(bytes, id: id)
-    }
+    func entry(_ id: WriteID) throws -> WriteEntry? { try store.entry(id) }
 
     /// Ids are given once, in order (R2.1): a `writeQueued` below the next id repeats one and queues nothing.
     private func isNew(_ id: WriteID) throws -> Bool {
@@ -107,7 +104,7 @@ struct Projector<Store: ProjectionStore> {
             dependencies: queued.dependencies, atomicGroup: queued.atomicGroup, idempotencyKey: queued.idempotencyKey,
             state: .pending, refusals: 0, replayed: false, schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil,
             environmentalStreak: 0)
-        try store.set(.writes, Key.id(queued.id.rawValue), entry.encode(id: queued.id))
+        try store.setEntry(entry, for: queued.id)
         try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
         try count(entry.user) { $0.pending += 1 }
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
@@ -133,7 +130,7 @@ struct Projector<Store: ProjectionStore> {
             }
         }
         if before != after || after == .blocked { try store.set(after, key, listValue(entry.state)) }
-        try store.set(.writes, Key.id(id.rawValue), entry.encode(id: id))
+        try store.setEntry(entry, for: id)
     }
 
     private mutating func remove(_ id: WriteID) throws {
@@ -141,7 +138,7 @@ struct Projector<Store: ProjectionStore> {
         try store.set(.history, Key.pair(id.rawValue, entry.queuedSequence), [])
         try store.remove(entry.list, Key.user(entry.user, id.rawValue))
         try count(entry.user) { $0[entry.list] = max(0, $0[entry.list] - 1) }
-        try store.remove(.writes, Key.id(id.rawValue))
+        try store.removeEntry(id)
     }
 
     private func listValue(_ state: WriteState) -> [UInt8] {
@@ -151,10 +148,9 @@ struct Projector<Store: ProjectionStore> {
 
     /// Changes the user's counters in one read and one write.
     private mutating func count(_ user: String, _ change: (inout Counters) -> Void) throws {
-        let key = Key.userPrefix(user)
-        var counters = try store.value(.counters, key).map { try Counters.decode($0) } ?? Counters()
+        var counters = try store.counters(user)
         change(&counters)
-        if counters.isZero { try store.remove(.counters, key) } else { try store.set(.counters, key, counters.encode()) }
+        try store.setCounters(counters, for: user)
     }
 
     private func rowIDs(_ row: [UInt8]) throws -> [WriteID] {
