@@ -51,8 +51,8 @@ public struct ContractTransport: OutboxTransport {
     // MARK: - OutboxTransport
 
     public func unmadeReason(for write: OutgoingWrite) -> String? {
-        guard case .object = write.key else { return "the key is not an object" }
-        guard case .object = write.body else { return "the body is not an object" }
+        guard write.keyIsObject else { return "the key is not an object" }
+        guard write.bodyIsObject else { return "the body is not an object" }
         return nil
     }
 

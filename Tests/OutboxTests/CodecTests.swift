@@ -173,6 +173,56 @@ let everyKindOfEvent: [Event] = {
         }
     }
 
+    /// A write's key and body stay canonical bytes from enqueue to the request (decision 010): what is
+    /// rendered from the bytes is what `JSONText.render` makes of the value, and the check on reading
+    /// them refuses exactly what decoding the value refuses, at every damaged byte.
+    @Test func canonicalBytesRenderAndCheckAsTheValueDoes() throws {
+        let random = SeededRandomSource(seed: 17)
+        func value(_ depth: Int) -> JSONValue {
+            let strings = ["", "a", "x\"y", "back\\slash", "tab\tnew\nline\r", "\u{01}\u{1f}", "é😀", "ü"]
+            switch random.next() % (depth > 3 ? 5 : 7) {
+            case 0: return .null
+            case 1: return .bool(random.next() % 2 == 0)
+            case 2: return .int(Int64(bitPattern: random.next()) >> (random.next() % 64))
+            case 3: return .double([0.5, -2500.0, 1e300, 3.25e-7, 1e15, 123456789012.0][Int(random.next() % 6)])
+            case 4: return .string(strings[Int(random.next() % UInt64(strings.count))])
+            case 5: return .array((0..<Int(random.next() % 4)).map { _ in value(depth + 1) })
+            default:
+                return .object(
+                    Dictionary(
+                        (0..<Int(random.next() % 4)).map { _ in
+                            (strings[Int(random.next() % UInt64(strings.count))], value(depth + 1))
+                        },
+                        uniquingKeysWith: { first, _ in first }))
+            }
+        }
+        for _ in 0..<300 {
+            let made = value(0)
+            let canonical = CanonicalJSON(made)
+            #expect(canonical.text == Array(JSONText.render(made).utf8))
+            #expect(canonical.value == made)
+            #expect(canonical.isObject == (made.objectValue != nil))
+            // Every single-byte change: read and decode agree on whether it is damage, and on the value.
+            let bytes = canonical.bytes
+            for position in bytes.indices {
+                for flip: UInt8 in [0x01, 0x80, 0xFF] {
+                    var damaged = bytes
+                    damaged[position] ^= flip
+                    let decoded = damaged.withUnsafeBytes { raw -> (JSONValue, Int)? in
+                        var reader = ByteReader(raw)
+                        return (try? JSONValue.decode(from: &reader)).map { ($0, reader.offset) }
+                    }
+                    let read = damaged.withUnsafeBytes { raw -> (CanonicalJSON, Int)? in
+                        var reader = ByteReader(raw)
+                        return (try? CanonicalJSON.read(from: &reader)).map { ($0, reader.offset) }
+                    }
+                    #expect(decoded?.1 == read?.1, "byte \(position) ^ \(flip) of \(bytes)")
+                    if let decoded, let read { #expect(read.0.value == decoded.0) }
+                }
+            }
+        }
+    }
+
     @Test func equalObjectsStoreEqualBytes() {
         let a: JSONValue = ["x": 1, "y": ["b": 2, "a": 1]]
         let b: JSONValue = ["y": ["a": 1, "b": 2], "x": 1]

@@ -39,16 +39,23 @@ public struct OutgoingWrite: Hashable, Sendable {
     public var table: String
     /// What it does to its row.
     public var operation: WriteOperation
-    /// The row's primary key, as queued.
-    public let key: JSONValue
-    /// The fields it writes, as queued (empty for a delete).
-    public let body: JSONValue
+    /// The row's primary key, as queued. Built from the stored bytes when asked.
+    public var key: JSONValue { canonicalKey.value }
+    /// The fields it writes, as queued (empty for a delete). Built from the stored bytes when asked.
+    public var body: JSONValue { canonicalBody.value }
     /// The key as canonical JSON text in UTF-8 (object keys sorted by their bytes, no white space): the
     /// bytes of the key the app queued, the same on every send. An HTTP transport sends these bytes.
-    /// Made when asked, so a transport that needs only the values (the simulated instance) pays nothing.
-    public var keyJSON: [UInt8] { Array(JSONText.render(key).utf8) }
+    /// Rendered when asked, straight from the stored bytes, without building the value.
+    public var keyJSON: [UInt8] { canonicalKey.text }
     /// The body as canonical JSON text in UTF-8, as `keyJSON`.
-    public var bodyJSON: [UInt8] { Array(JSONText.render(body).utf8) }
+    public var bodyJSON: [UInt8] { canonicalBody.text }
+    /// Whether the key is a JSON object, told without building it.
+    public var keyIsObject: Bool { canonicalKey.isObject }
+    /// Whether the body is a JSON object, told without building it.
+    public var bodyIsObject: Bool { canonicalBody.isObject }
+    /// The key and body as the log stores them.
+    package let canonicalKey: CanonicalJSON
+    package let canonicalBody: CanonicalJSON
     /// The row version the edit was made on, if the app gave one.
     public var baseVersion: Int64?
     /// Every write it must follow (`dependsOn` and same-row writes), whether or not in this batch.
@@ -71,8 +78,26 @@ public struct OutgoingWrite: Hashable, Sendable {
         self.idempotencyKey = idempotencyKey
         self.table = table
         self.operation = operation
-        self.key = key
-        self.body = body
+        canonicalKey = CanonicalJSON(key)
+        canonicalBody = CanonicalJSON(body)
+        self.baseVersion = baseVersion
+        self.dependsOn = dependsOn
+    }
+
+    /// A write of the log, its key and body as stored.
+    package init(
+        id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, table: String, operation: WriteOperation,
+        key: CanonicalJSON, body: CanonicalJSON, baseVersion: Int64?, dependsOn: [WriteID], user: String, createdAt: Timestamp
+    ) {
+        self.user = user
+        self.createdAt = createdAt
+        self.id = id
+        self.origin = origin
+        self.idempotencyKey = idempotencyKey
+        self.table = table
+        self.operation = operation
+        canonicalKey = key
+        canonicalBody = body
         self.baseVersion = baseVersion
         self.dependsOn = dependsOn
     }

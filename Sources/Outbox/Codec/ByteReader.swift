@@ -81,6 +81,26 @@ struct ByteReader {
 
     mutating func data() throws -> [UInt8] { try raw(try count()) }
 
+    mutating func skip(_ count: Int) throws {
+        guard count <= remaining else { throw DecodeFailure("ends early") }
+        offset += count
+    }
+
+    /// A copy of the bytes from `start` up to where the reader is.
+    func bytes(from start: Int) -> [UInt8] { Array(bytes[start..<offset]) }
+
+    /// Calls `body` with the bytes at `range`, which the reader has passed.
+    func withBytes<R>(_ range: Range<Int>, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
+    }
+
+    /// Whether the bytes at `a` sort before those at `b` (LMDB's order, a prefix first).
+    func precedes(_ a: Range<Int>, _ b: Range<Int>) -> Bool {
+        withBytes(a) { x in
+            withBytes(b) { y in Key.precedes(x.assumingMemoryBound(to: UInt8.self), y.assumingMemoryBound(to: UInt8.self)) }
+        }
+    }
+
     mutating func string() throws -> String {
         let length = try count()
         guard length <= remaining else { throw DecodeFailure("ends early") }

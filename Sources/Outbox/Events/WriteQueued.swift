@@ -10,9 +10,19 @@ public struct WriteQueued: EventPayload {
     /// What it does to its row.
     public var operation: WriteOperation
     /// The row's primary key.
-    public var key: JSONValue
+    public var key: JSONValue {
+        get { canonicalKey.value }
+        set { canonicalKey = CanonicalJSON(newValue) }
+    }
     /// The fields it writes.
-    public var body: JSONValue
+    public var body: JSONValue {
+        get { canonicalBody.value }
+        set { canonicalBody = CanonicalJSON(newValue) }
+    }
+    /// The key as stored: canonical, made once when the write was queued.
+    package var canonicalKey: CanonicalJSON
+    /// The body as stored.
+    package var canonicalBody: CanonicalJSON
     /// The row version the edit was made on.
     public var baseVersion: Int64?
     /// The writes the app said it depends on.
@@ -41,12 +51,23 @@ public struct WriteQueued: EventPayload {
         baseVersion: Int64? = nil, dependsOn: [WriteID] = [], follows: [WriteID] = [], idempotencyKey: IdempotencyKey,
         atomicGroup: AtomicGroup? = nil
     ) {
+        self.init(
+            id: id, user: user, table: table, operation: operation, key: CanonicalJSON(key), body: CanonicalJSON(body),
+            baseVersion: baseVersion, dependsOn: dependsOn, follows: follows, idempotencyKey: idempotencyKey,
+            atomicGroup: atomicGroup)
+    }
+
+    package init(
+        id: WriteID, user: String, table: String, operation: WriteOperation, key: CanonicalJSON, body: CanonicalJSON,
+        baseVersion: Int64? = nil, dependsOn: [WriteID] = [], follows: [WriteID] = [], idempotencyKey: IdempotencyKey,
+        atomicGroup: AtomicGroup? = nil
+    ) {
         self.id = id
         self.user = user
         self.table = table
         self.operation = operation
-        self.key = key
-        self.body = body
+        canonicalKey = key
+        canonicalBody = body
         self.baseVersion = baseVersion
         self.dependsOn = dependsOn
         self.follows = follows
@@ -62,8 +83,8 @@ public struct WriteQueued: EventPayload {
         writer.string(user)
         writer.string(table)
         operation.encode(into: &writer)
-        key.encode(into: &writer)
-        body.encode(into: &writer)
+        writer.raw(canonicalKey.bytes)
+        writer.raw(canonicalBody.bytes)
         writer.optional(baseVersion) { $0.signed($1) }
         writer.ids(dependsOn)
         writer.ids(follows)
@@ -81,8 +102,8 @@ public struct WriteQueued: EventPayload {
     static func decode(from reader: inout ByteReader) throws -> WriteQueued {
         let queued = WriteQueued(
             id: try reader.id(), user: try reader.string(), table: try reader.string(),
-            operation: try WriteOperation.decode(from: &reader), key: try JSONValue.decode(from: &reader),
-            body: try JSONValue.decode(from: &reader), baseVersion: try reader.optional { try $0.signed() },
+            operation: try WriteOperation.decode(from: &reader), key: try CanonicalJSON.read(from: &reader),
+            body: try CanonicalJSON.read(from: &reader), baseVersion: try reader.optional { try $0.signed() },
             dependsOn: try reader.ids(), follows: try reader.ids(), idempotencyKey: try IdempotencyKey.decode(from: &reader),
             atomicGroup: try reader.optional { AtomicGroup(first: try $0.id(), count: try $0.int()) })
         // A group is the consecutive ids from `first`, this write among them (a damaged or hostile record

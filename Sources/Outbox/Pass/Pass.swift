@@ -203,7 +203,8 @@ struct Pass: Sendable {
             }
             let write = OutgoingWrite(
                 id: id, origin: origin, idempotencyKey: entry.idempotencyKey, table: queued.table, operation: queued.operation,
-                key: queued.key, body: queued.body, baseVersion: queued.baseVersion, dependsOn: queued.dependencies,
+                key: queued.canonicalKey, body: queued.canonicalBody, baseVersion: queued.baseVersion,
+                dependsOn: queued.dependencies,
                 user: queued.user, createdAt: createdAt)
             if let reason = transport.unmadeReason(for: write) {
                 unmade.append((id, reason))

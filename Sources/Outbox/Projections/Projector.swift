@@ -108,7 +108,7 @@ struct Projector<Store: ProjectionStore> {
         try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
         try count(entry.user) { $0.pending += 1 }
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
-        let row = RowKey.of(user: queued.user, table: queued.table, key: queued.key)
+        let row = RowKey.of(user: queued.user, table: queued.table, key: queued.canonicalKey)
         try setRow(row, try unsettled(rowIDs(row), user: queued.user, table: queued.table) + [queued.id])
         for dependency in entry.dependencies {
             try store.set(.dependents, Key.pair(dependency.rawValue, queued.id.rawValue), [])
@@ -181,6 +181,10 @@ struct Projector<Store: ProjectionStore> {
 
     /// Unsettled writes to the row, oldest first: what a new write to it follows (R2.2).
     func unsettledWrites(user: String, table: String, key: JSONValue) throws -> [WriteID] {
+        try unsettledWrites(user: user, table: table, key: CanonicalJSON(key))
+    }
+
+    func unsettledWrites(user: String, table: String, key: CanonicalJSON) throws -> [WriteID] {
         try unsettled(rowIDs(RowKey.of(user: user, table: table, key: key)), user: user, table: table)
     }
 }

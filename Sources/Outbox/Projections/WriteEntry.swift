@@ -180,6 +180,13 @@ enum StableHash {
         return hash
     }
 
+    /// The hash of `user`, `table` and a member name's UTF-8 bytes, as `of(user, table, name)`.
+    static func of(_ user: String, _ table: String, _ name: UnsafeRawBufferPointer) -> UInt64 {
+        var hash = add(user.utf8, to: basis)
+        hash = add(table.utf8, to: (hash ^ 0xFF) &* prime)
+        return add(name, to: (hash ^ 0xFF) &* prime)
+    }
+
     /// The hash of `parts`, each after the first preceded by 0xFF.
     static func of(_ parts: String...) -> UInt64 {
         var hash = basis
@@ -209,24 +216,38 @@ enum RowKey {
     static let maxKeptString = 64
 
     static func of(user: String, table: String, key: JSONValue) -> [UInt8] {
+        of(user: user, table: table, key: CanonicalJSON(key))
+    }
+
+    /// The row key, read straight from the key's canonical bytes.
+    static func of(user: String, table: String, key: CanonicalJSON) -> [UInt8] {
         var w = ByteWriter(capacity: 17)
-        if case .object(let members) = key, members.count == 1, let (name, value) = members.first {
-            switch value {
-            case .int(let number):
-                w.bigEndian(StableHash.of(user, table, name))
+        let canonical = key.bytes
+        let kept: Bool = canonical.withUnsafeBytes { raw in
+            // One member: the object tag, a count of 1, the member's name, then its value.
+            var r = ByteReader(raw)
+            guard (try? r.byte()) == JSONValue.objectTag, (try? r.count()) == 1, let name = try? r.skipString(),
+                let tag = try? r.byte()
+            else { return false }
+            let hash = r.withBytes(name) { StableHash.of(user, table, $0) }
+            switch tag {
+            case 3:
+                guard let number = try? r.signed() else { return false }
+                w.bigEndian(hash)
                 w.byte(1)
                 w.bigEndian(UInt64(bitPattern: number) ^ (1 << 63))
-                return w.bytes
-            case .string(let text) where text.utf8.count <= maxKeptString:
-                w.bigEndian(StableHash.of(user, table, name))
+                return true
+            case 5:
+                guard let text = try? r.skipString(), text.count <= maxKeptString else { return false }
+                w.bigEndian(hash)
                 w.byte(3)
-                w.raw(text.utf8)
-                return w.bytes
-            default: break
+                r.withBytes(text) { w.raw($0) }
+                return true
+            default: return false
             }
         }
+        if kept { return w.bytes }
         w.bigEndian(StableHash.of(user, table))
-        let canonical = key.canonicalBytes
         // The key itself when it fits (every realistic composite key): no two rows share a slot. A
         // longer one is hashed, and the slot's writes are checked against the write's user and table.
         if canonical.count <= maxKeptBytes {

@@ -29,11 +29,14 @@ enum QueueOperations {
         ids.reserveCapacity(writes.count)
         for (offset, write) in writes.enumerated() {
             let id = WriteID(first + UInt64(offset))
-            let follows = try appender.unsettledWrites(user: user, table: write.table, key: write.key)
+            // The key and body become canonical bytes here, once; from now on they are bytes.
+            let key = CanonicalJSON(write.key)
+            let follows = try appender.unsettledWrites(user: user, table: write.table, key: key)
             try appender.append(
                 .writeQueued(
                     WriteQueued(
-                        id: id, user: user, table: write.table, operation: write.operation, key: write.key, body: write.body,
+                        id: id, user: user, table: write.table, operation: write.operation, key: key,
+                        body: CanonicalJSON(write.body),
                         baseVersion: write.baseVersion, dependsOn: write.dependsOn, follows: follows,
                         idempotencyKey: IdempotencyKey(using: random), atomicGroup: group)))
             ids.append(id)

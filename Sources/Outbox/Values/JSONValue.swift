@@ -57,6 +57,9 @@ extension JSONValue {
         case isFalse, isTrue, int, double, string, array, object
     }
 
+    /// The first byte of an object's canonical form.
+    static let objectTag = Tag.object.rawValue
+
     func encode(into writer: inout ByteWriter) {
         switch self {
         case .null: writer.byte(Tag.null.rawValue)
