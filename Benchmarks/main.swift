@@ -78,6 +78,37 @@ func measure<State>(_ setUp: () throws -> State, _ body: (State) throws -> Void,
     return (times[times.count / 2], times[0])
 }
 
+/// One side of a comparison: fresh state from `setUp`, the timed work, the clean-up.
+struct Side {
+    let run: () throws -> Double
+    init<State>(
+        _ setUp: @escaping () throws -> State, _ body: @escaping (State) throws -> Void,
+        tearDown: @escaping (State) -> Void = { _ in }
+    ) {
+        run = {
+            let state = try setUp()
+            defer { tearDown(state) }
+            return try seconds { try body(state) }
+        }
+    }
+}
+
+/// Runs the sides interleaved (A B A B …: one warm-up round, then `runs` timed rounds), so the drift of
+/// this shared machine falls on each side alike. Each side's median and best, and each side's ratio to
+/// the first: the median of the ratios taken round by round.
+func interleaved(_ sides: [Side]) throws -> [(figure: (median: Double, best: Double), ratio: Double)] {
+    var times = Array(repeating: [Double](), count: sides.count)
+    for round in 0...options.runs {
+        let measured = try sides.map { try $0.run() }
+        if round > 0 { for index in sides.indices { times[index].append(measured[index]) } }
+    }
+    func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+    return sides.indices.map { index in
+        let ratios = zip(times[0], times[index]).map { $0 / $1 }
+        return ((median(times[index]), times[index].min()!), median(ratios))
+    }
+}
+
 struct Row {
     let name: String
     let size: Int
@@ -85,14 +116,19 @@ struct Row {
     let best: Double
     let baseline: String
     let baselineMedian: Double
+    /// The engine's time over the baseline's: per round when the two ran interleaved, else of the medians.
+    let ratio: Double
 }
 var rows: [Row] = []
 
 @MainActor func report(
-    _ name: String, size: Int, _ figure: (median: Double, best: Double), baseline: String, _ base: (median: Double, best: Double)
+    _ name: String, size: Int, _ figure: (median: Double, best: Double), baseline: String, _ base: (median: Double, best: Double),
+    ratio: Double? = nil
 ) {
     rows.append(
-        Row(name: name, size: size, median: figure.median, best: figure.best, baseline: baseline, baselineMedian: base.median))
+        Row(
+            name: name, size: size, median: figure.median, best: figure.best, baseline: baseline, baselineMedian: base.median,
+            ratio: ratio ?? figure.median / base.median))
 }
 
 /// The raw baseline: one put of the same bytes per write, `perTransaction` puts a transaction, MDB_APPEND.
@@ -239,23 +275,53 @@ if let filter = options.filter, filter.hasPrefix("profile-") {
     exit(0)
 }
 
-// 1. Durable enqueue one at a time: each returns after its own full-sync commit.
+// 1. Durable enqueue one at a time: each returns after its own full-sync commit; one client for all
+// of them. Interleaved with raw LMDB's durable puts, round by round.
 if selected("enqueue-durable") {
     let size = options.quick ? 200 : 10_000
     let all = writes(size)
-    let raw = try measure(
-        { temporaryPath() }, { try rawAppend(path: $0, records: sampleRecords(size), perTransaction: 1) }, tearDown: removing)
-    let engine = measure(
-        { temporaryPath() },
-        { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } }, tearDown: removing)
-    report("1. durable enqueue, one at a time", size: size, engine, baseline: "raw LMDB, one durable put a commit", raw)
+    let records = sampleRecords(size)
+    let measured = try interleaved([
+        Side(
+            { temporaryPath() }, { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } },
+            tearDown: removing),
+        Side({ temporaryPath() }, { try rawAppend(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
+    ])
+    report(
+        "1. durable enqueue, one at a time", size: size, measured[0].figure, baseline: "raw LMDB, one durable put a commit",
+        measured[1].figure, ratio: measured[1].ratio)
+}
+
+/// The SQLite peer on a fresh file, and its clean-up.
+func peerSide(
+    _ body: @escaping (SQLiteOutbox) -> Void, filled rows: [(table: String, op: String, key: String, body: String)] = []
+)
+    -> Side
+{
+    Side(
+        { () -> (String, SQLiteOutbox) in
+            let path = temporaryPath()
+            let peer = SQLiteOutbox(path: path)
+            var index = 0
+            while index < rows.count {
+                peer.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
+                index += 1000
+            }
+            return (path, peer)
+        }, { body($0.1) },
+        tearDown: {
+            removing($0.0)
+            removing($0.0 + "-wal")
+            removing($0.0 + "-shm")
+        })
 }
 
 // 2. Durable enqueue from 16 concurrent tasks (group commit) against the peer under the same load.
 if selected("enqueue-concurrent") {
     let size = options.quick ? 320 : 10_000
     let all = writes(size)
-    let engine = measure(
+    let rows = peerRows(all)
+    let engine = Side(
         { temporaryPath() },
         { path in
             withClient(path) { client in
@@ -271,60 +337,61 @@ if selected("enqueue-concurrent") {
                 }
             }
         }, tearDown: removing)
-    let rows = peerRows(all)
-    let peer = measure(
-        { () -> (String, SQLiteOutbox) in
-            let path = temporaryPath()
-            return (path, SQLiteOutbox(path: path))
-        },
-        { state in
-            DispatchQueue.concurrentPerform(iterations: 16) { task in
-                for index in stride(from: task, to: rows.count, by: 16) { state.1.enqueue([rows[index]]) }
-            }
-        },
-        tearDown: {
-            removing($0.0)
-            removing($0.0 + "-wal")
-            removing($0.0 + "-shm")
-        })
-    report("2. durable enqueue, 16 concurrent tasks", size: size, engine, baseline: "SQLite peer, same load", peer)
+    let peer = peerSide { peer in
+        DispatchQueue.concurrentPerform(iterations: 16) { task in
+            for index in stride(from: task, to: rows.count, by: 16) { peer.enqueue([rows[index]]) }
+        }
+    }
+    let measured = try interleaved([engine, peer])
+    report(
+        "2. durable enqueue, 16 concurrent tasks", size: size, measured[0].figure, baseline: "SQLite peer, same load",
+        measured[1].figure, ratio: measured[1].ratio)
 }
 
-// 3. Bulk enqueue, 1000 per transaction, projections included: against raw LMDB and the peer.
+/// The SQLite peer's bulk enqueue: 1000 rows a transaction.
+func peerBulk(_ rows: [(table: String, op: String, key: String, body: String)]) -> Side {
+    peerSide { peer in
+        var index = 0
+        while index < rows.count {
+            peer.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
+            index += 1000
+        }
+    }
+}
+
+// 3. Bulk enqueue, 1000 per transaction, projections included: against raw LMDB, the layout floor and
+// the peer, interleaved.
 if selected("bulk-enqueue") {
     let all = writes(bulkSize)
     let records = sampleRecords(bulkSize)
-    let raw = try measure(
-        { temporaryPath() }, { try rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing)
-    let engine = measure({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing)
-    let rows = peerRows(all)
-    let peer = measure(
-        { () -> (String, SQLiteOutbox) in
-            let path = temporaryPath()
-            return (path, SQLiteOutbox(path: path))
-        },
-        { state in
-            var index = 0
-            while index < rows.count {
-                state.1.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
-                index += 1000
-            }
-        },
-        tearDown: {
-            removing($0.0)
-            removing($0.0 + "-wal")
-            removing($0.0 + "-shm")
-        })
-    report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "raw LMDB append", raw)
-    report("3. bulk enqueue (1000/txn, projections included)", size: bulkSize, engine, baseline: "SQLite peer, 1000/txn", peer)
+    let measured = try interleaved([
+        Side({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
+        Side({ temporaryPath() }, { try rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing),
+        Side({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records) }, tearDown: removing),
+        peerBulk(peerRows(all)),
+    ])
+    let name = "3. bulk enqueue (1000/txn, projections included)"
+    report(name, size: bulkSize, measured[0].figure, baseline: "raw LMDB append", measured[1].figure, ratio: measured[1].ratio)
+    report(
+        name, size: bulkSize, measured[0].figure, baseline: "the layout floor (its puts, no engine code)", measured[2].figure,
+        ratio: measured[2].ratio)
+    report(
+        name, size: bulkSize, measured[0].figure, baseline: "SQLite peer, 1000/txn", measured[3].figure, ratio: measured[3].ratio)
     // The same with UUID keys. Time-ordered ones (v7) keep their order in `rows` (decision 007); with
-    // random ones (v4) each write's row slot (R2.2) lands on a random page of `rows`.
-    for (name, timeOrdered) in [("3. bulk enqueue, UUIDv7 keys", true), ("3. bulk enqueue, random UUIDv4 keys", false)] {
-        let keyed = writesWithUUIDKeys(bulkSize, timeOrdered: timeOrdered)
-        let engine = measure(
-            { temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, keyed) } }, tearDown: removing)
-        report(name, size: bulkSize, engine, baseline: "raw LMDB append", raw)
-    }
+    // random ones (v4) each write's row slot (R2.2) lands on a random page of `rows`. Against integer keys.
+    let v7 = writesWithUUIDKeys(bulkSize, timeOrdered: true)
+    let v4 = writesWithUUIDKeys(bulkSize, timeOrdered: false)
+    let keyed = try interleaved([
+        Side({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
+        Side({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, v7) } }, tearDown: removing),
+        Side({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, v4) } }, tearDown: removing),
+    ])
+    report(
+        "3. bulk enqueue, UUIDv7 keys", size: bulkSize, keyed[1].figure, baseline: "integer keys", keyed[0].figure,
+        ratio: 1 / keyed[1].ratio)
+    report(
+        "3. bulk enqueue, random UUIDv4 keys", size: bulkSize, keyed[2].figure, baseline: "integer keys", keyed[0].figure,
+        ratio: 1 / keyed[2].ratio)
 }
 
 /// Peak anonymous memory (RssAnon, so LMDB's mapped file pages are not counted), in bytes.
@@ -336,11 +403,14 @@ func rssAnon() -> Int {
     return kilobytes * 1024
 }
 
-// 4. and 8. Drain a queue in batches of 100 against the lean instance; the peer drains the same queue.
+// 4. and 8. Drain a queue in batches of 100 against the lean instance, interleaved with the peer's
+// drain of the same queue, a raw LMDB drain (read 100 records by cursor, append one outcome each, one
+// commit a batch, flushed as a pass's commits) and the layout floor of the engine's drain.
 if selected("drain") {
     let all = writes(bulkSize)
+    let records = sampleRecords(bulkSize)
     let peak = Mutex(0)
-    let engine = measure(
+    let engine = Side(
         { () -> String in
             let path = temporaryPath()
             blocking { try await bulkEnqueue(path: path, all) }
@@ -365,23 +435,26 @@ if selected("drain") {
             }
         }, tearDown: removing)
     let rows = peerRows(all)
-    let peer = measure(
-        { () -> (String, SQLiteOutbox) in
+    let peer = peerSide({ peer in precondition(peer.drain(batch: 100) == rows.count) }, filled: rows)
+    let raw = Side(
+        { () -> (String, RawEnvironment) in
             let path = temporaryPath()
-            let peer = SQLiteOutbox(path: path)
-            var index = 0
-            while index < rows.count {
-                peer.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
-                index += 1000
-            }
-            return (path, peer)
-        }, { state in precondition(state.1.drain(batch: 100) == rows.count) },
-        tearDown: {
-            removing($0.0)
-            removing($0.0 + "-wal")
-            removing($0.0 + "-shm")
-        })
-    report("4. drain (batches of 100, lean instance)", size: bulkSize, engine, baseline: "SQLite peer drain", peer)
+            return (path, rawDrainSetUp(path: path, records: records))
+        }, { rawDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) })
+    let floor = Side(
+        { () -> (String, RawEnvironment) in
+            let path = temporaryPath()
+            return (path, floorEnqueue(path: path, records: records))
+        }, { floorDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) })
+    let measured = try interleaved([engine, peer, raw, floor])
+    let name = "4. drain (batches of 100, lean instance)"
+    report(name, size: bulkSize, measured[0].figure, baseline: "SQLite peer drain", measured[1].figure, ratio: measured[1].ratio)
+    report(
+        name, size: bulkSize, measured[0].figure, baseline: "raw LMDB drain (same flushes)", measured[2].figure,
+        ratio: measured[2].ratio)
+    report(
+        name, size: bulkSize, measured[0].figure, baseline: "the layout floor (its reads and puts, no engine code)",
+        measured[3].figure, ratio: measured[3].ratio)
     print(
         "8. peak anonymous memory while draining \(bulkSize): \(peak.withLock { $0 } / 1024) KiB above idle (RssAnon, sampled every 5 ms)"
     )
@@ -690,17 +763,18 @@ if selected("rebuild") || selected("history") || selected("open") {
             try ProjectionTable.allCases.reduce(0) { $0 + (try txn.count(log.environment.database($1.rawValue))) }
         }
         let entry = [UInt8](repeating: 0, count: 24)
-        let raw = try measure(
-            { temporaryPath() },
-            {
-                try rawAppend(
-                    path: $0, records: Array(repeating: entry, count: projectionEntries), perTransaction: projectionEntries)
-            },
-            tearDown: removing)
-        let rebuild = try measure({ () }, { try log.rebuild() })
+        let measured = try interleaved([
+            Side({ () }, { try log.rebuild() }),
+            Side(
+                { temporaryPath() },
+                {
+                    try rawAppend(
+                        path: $0, records: Array(repeating: entry, count: projectionEntries), perTransaction: projectionEntries)
+                }, tearDown: removing),
+        ])
         report(
-            "5. rebuild (\(projectionEntries) projection entries)", size: bulkSize + 2, rebuild,
-            baseline: "raw bulk append of as many entries", raw)
+            "5. rebuild (\(projectionEntries) projection entries)", size: bulkSize + 2, measured[0].figure,
+            baseline: "raw bulk append of as many entries", measured[1].figure, ratio: measured[1].ratio)
         let payload = writes(1)[0]
         let keyBody = JSONText.render(payload.key).utf8.count + JSONText.render(payload.body).utf8.count
         print(
@@ -751,11 +825,11 @@ if selected("rebuild") || selected("history") || selected("open") {
 func format(_ seconds: Double) -> String {
     seconds >= 1 ? String(format: "%.2f s", seconds) : String(format: "%.1f ms", seconds * 1000)
 }
-print("| case | size | median | best | writes/s (median) | baseline (median) | ratio to baseline (median) |")
+print("| case | size | median | best | writes/s (median) | baseline (median) | time over the baseline's (median of the rounds) |")
 print("|---|---|---|---|---|---|---|")
 for row in rows {
     print(
-        "| \(row.name) | \(row.size) | \(format(row.median)) | \(format(row.best)) | \(Int(Double(row.size) / row.median)) | \(row.baseline): \(format(row.baselineMedian)) | \(String(format: "%.2f", row.median / row.baselineMedian))× |"
+        "| \(row.name) | \(row.size) | \(format(row.median)) | \(format(row.best)) | \(Int(Double(row.size) / row.median)) | \(row.baseline): \(format(row.baselineMedian)) | \(String(format: "%.2f", row.ratio))× |"
     )
 }
 print("bench: \(rows.count) figures measured\(options.quick ? " (--quick smoke: sizes too small to judge by)" : "")")

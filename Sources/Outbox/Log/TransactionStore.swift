@@ -257,22 +257,22 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
         order.reserveCapacity(changed)
         for position in slots.indices where !slots[position].isWritten { order.append(position) }
         order.sort { K.precedes(slots[$0].key, slots[$1].key) }
-        var last = try access.withCursor(database) { cursor in try cursor.last().map { Array($0.key) } }
+        // The keys go in ascending order: once one is past the table's last key, so is every one after.
+        let last = try access.withCursor(database) { cursor in try cursor.last().map { Array($0.key) } }
+        var appending = last == nil
         for position in order {
             let slot = slots[position]
             try slot.key.withStoredBytes { bytes in
+                if !appending, let last {
+                    appending = last.withUnsafeBufferPointer { Key.precedes($0, bytes.assumingMemoryBound(to: UInt8.self)) }
+                }
                 guard let stored = slot.value else {
                     try access.delete(database, key: bytes)
                     return
                 }
-                let encoded = value(slot.key, stored)
-                let appends =
-                    last.map { $0.withUnsafeBufferPointer { Key.precedes($0, bytes.assumingMemoryBound(to: UInt8.self)) } }
-                    ?? true
-                _ = try encoded.withUnsafeBytes {
-                    try access.put(database, key: bytes, value: $0, options: appends ? .append : [])
+                _ = try value(slot.key, stored).withUnsafeBytes {
+                    try access.put(database, key: bytes, value: $0, options: appending ? .append : [])
                 }
-                if appends { last = Array(bytes) }
             }
         }
     }

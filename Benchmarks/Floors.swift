@@ -1,0 +1,204 @@
+// The LMDB baselines: the least LMDB work a case needs (raw), and the engine's own tables and puts per
+// write with no engine code (the layout floor), through the C API. Each figure then shows what is
+// LMDB's and what is the engine's own.
+import COutboxLMDB
+import Foundation
+
+/// An LMDB environment through the C API, as the baselines use it: data flushed at every commit, as
+/// the engine's `.full` durability does.
+final class RawEnvironment {
+    private var env: OpaquePointer?
+    private var dbis: [String: MDB_dbi] = [:]
+
+    init(path: String, databases: [String]) {
+        mdb_env_create(&env)
+        mdb_env_set_mapsize(env, 8 << 30)
+        mdb_env_set_maxdbs(env, MDB_dbi(databases.count))
+        mkdir(path, 0o700)
+        guard mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600) == 0 else { fatalError("raw open") }
+        write { txn in
+            for name in databases {
+                var dbi = MDB_dbi()
+                precondition(mdb_dbi_open(txn.handle, name, UInt32(MDB_CREATE), &dbi) == 0)
+                dbis[name] = dbi
+            }
+        }
+    }
+
+    deinit { mdb_env_close(env) }
+
+    /// One write transaction; with `withoutMetaSync`, committed as the engine commits a pass.
+    func write(withoutMetaSync: Bool = false, _ body: (RawTransaction) -> Void) {
+        var txn: OpaquePointer?
+        precondition(mdb_txn_begin(env, nil, 0, &txn) == 0)
+        body(RawTransaction(handle: txn!, dbis: dbis))
+        if withoutMetaSync { mdb_env_set_flags(env, UInt32(MDB_NOMETASYNC), 1) }
+        precondition(mdb_txn_commit(txn) == 0)
+        if withoutMetaSync { mdb_env_set_flags(env, UInt32(MDB_NOMETASYNC), 0) }
+    }
+}
+
+struct RawTransaction {
+    let handle: OpaquePointer
+    let dbis: [String: MDB_dbi]
+
+    func put(_ db: String, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, append: Bool) {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        precondition(mdb_put(handle, dbis[db]!, &k, &v, append ? UInt32(MDB_APPEND) : 0) == 0, "put \(db)")
+    }
+
+    func put(_ db: String, id: UInt64, _ value: [UInt8], append: Bool = true) {
+        withUnsafeBytes(of: id.bigEndian) { key in value.withUnsafeBytes { put(db, key, $0, append: append) } }
+    }
+
+    func put(_ db: String, _ key: [UInt8], _ value: [UInt8], append: Bool) {
+        key.withUnsafeBytes { k in value.withUnsafeBytes { put(db, k, $0, append: append) } }
+    }
+
+    /// The size of the value under `key`, read (0 when there is none).
+    func get(_ db: String, _ key: [UInt8]) -> Int {
+        key.withUnsafeBytes { raw in
+            var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+            var v = MDB_val()
+            guard mdb_get(handle, dbis[db]!, &k, &v) == 0 else { return 0 }
+            return v.mv_size
+        }
+    }
+
+    func get(_ db: String, id: UInt64) -> Int { get(db, withUnsafeBytes(of: id.bigEndian) { Array($0) }) }
+
+    func delete(_ db: String, _ key: [UInt8]) {
+        key.withUnsafeBytes { raw in
+            var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+            precondition(mdb_del(handle, dbis[db]!, &k, nil) == 0, "del \(db)")
+        }
+    }
+
+    /// Reads up to `count` entries from `start` by cursor (each value's bytes touched); their keys.
+    func read(_ db: String, from start: [UInt8], count: Int) -> [[UInt8]] {
+        var cursor: OpaquePointer?
+        precondition(mdb_cursor_open(handle, dbis[db]!, &cursor) == 0)
+        defer { mdb_cursor_close(cursor) }
+        var keys: [[UInt8]] = []
+        var touched = 0
+        start.withUnsafeBytes { raw in
+            var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+            var v = MDB_val()
+            var rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
+            while rc == 0, keys.count < count {
+                keys.append(Array(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size)))
+                touched &+= Int(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size).last ?? 0)
+                rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+            }
+        }
+        precondition(touched >= 0)
+        return keys
+    }
+}
+
+func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+
+/// The raw drain: a log of `records` (appended 1000 a transaction before the clock starts); the drain
+/// reads them 100 at a time by cursor and appends one outcome record each, one commit per batch,
+/// flushed as a pass's commits are (`MDB_NOMETASYNC`).
+func rawDrainSetUp(path: String, records: [[UInt8]]) -> RawEnvironment {
+    let env = RawEnvironment(path: path, databases: ["log"])
+    var index = 0
+    while index < records.count {
+        env.write { txn in
+            for offset in index..<min(index + 1000, records.count) { txn.put("log", id: UInt64(offset + 1), records[offset]) }
+        }
+        index += 1000
+    }
+    return env
+}
+
+func rawDrain(_ env: RawEnvironment, count: Int, batch: Int) {
+    let outcome = [UInt8](repeating: 7, count: 12)
+    var next: UInt64 = 1
+    var sequence = UInt64(count)
+    while next <= UInt64(count) {
+        env.write(withoutMetaSync: true) { txn in
+            let read = txn.read("log", from: bigEndian(next), count: min(batch, count - Int(next) + 1))
+            for _ in read {
+                sequence += 1
+                txn.put("log", id: sequence, outcome)
+            }
+            next += UInt64(read.count)
+        }
+    }
+}
+
+/// The engine's tables, for the layout floor.
+let floorDatabases = ["log", "meta", "writes", "pending", "history", "rows", "counters", "answered"]
+
+/// The layout floor of a bulk enqueue: per write, what the engine puts (its `writeQueued` record, its
+/// verdict-table entry, its pending key and its row's slot), and per transaction the user's counters
+/// and two meta values; sizes as the engine's. No engine code runs.
+func floorEnqueue(path: String, records: [[UInt8]]) -> RawEnvironment {
+    let env = RawEnvironment(path: path, databases: floorDatabases)
+    let entry = [UInt8](repeating: 3, count: 44)
+    let user = Array("alice".utf8) + [0]
+    var index = 0
+    while index < records.count {
+        env.write { txn in
+            let end = min(index + 1000, records.count)
+            for offset in index..<end {
+                let id = UInt64(offset + 1)
+                txn.put("log", id: id, records[offset])
+                txn.put("writes", id: id, entry)
+                txn.put("pending", user + bigEndian(id), [], append: true)
+                // The row key of `{"id": n}`: a hash, the tag 1, the integer with its sign bit flipped.
+                txn.put(
+                    "rows", bigEndian(0xF9EC_8866_2056_F13F) + [1] + bigEndian(UInt64(offset) ^ (1 << 63)), [1, 1], append: true)
+            }
+            txn.put("counters", user, [UInt8(end % 128), 0, 0, 0], append: false)
+            txn.put("meta", Array("applied".utf8), bigEndian(UInt64(end)), append: false)
+            txn.put("meta", Array("nextWriteId".utf8), bigEndian(UInt64(end + 1)), append: false)
+        }
+        index += 1000
+    }
+    return env
+}
+
+/// The layout floor of a drain in batches of `batch`, over a log `floorEnqueue` made: per batch, the
+/// reads the engine makes (the pending keys by cursor, each write's entry and its `writeQueued` record),
+/// one commit with its attempt and its answer records; per write, its verdict record, three history
+/// keys, its entry rewritten, its pending key removed and its answered key added; per commit the
+/// counters and the applied sequence.
+func floorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
+    let user = Array("alice".utf8) + [0]
+    let entry = [UInt8](repeating: 4, count: 44)
+    let verdict = [UInt8](repeating: 8, count: 12)
+    var sequence = UInt64(count)
+    var next: UInt64 = 1
+    while next <= UInt64(count) {
+        env.write(withoutMetaSync: true) { txn in
+            let keys = txn.read("pending", from: user + bigEndian(next), count: batch)
+            let ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+            for id in ids {
+                _ = txn.get("writes", id: id)
+                _ = txn.get("log", id: id)
+            }
+            let attempt = sequence + 1
+            let answer = sequence + 2
+            txn.put("log", id: attempt, [UInt8](repeating: 6, count: 4 + 18 * ids.count))
+            txn.put("log", id: answer, [UInt8](repeating: 7, count: 6 + 2 * ids.count))
+            sequence += 2
+            for id in ids {
+                sequence += 1
+                txn.put("log", id: sequence, verdict)
+                for event in [attempt, answer, sequence] {
+                    txn.put("history", bigEndian(id) + bigEndian(event), [], append: true)
+                }
+                txn.put("writes", id: id, entry, append: false)
+                txn.delete("pending", user + bigEndian(id))
+                txn.put("answered", user + bigEndian(id), [], append: true)
+            }
+            txn.put("counters", user, [0, 0, 0, UInt8(ids.count)], append: false)
+            txn.put("meta", Array("applied".utf8), bigEndian(sequence), append: false)
+            next += UInt64(ids.count)
+        }
+    }
+}
