@@ -185,13 +185,17 @@ final class TransactionStore: ProjectionStore {
 }
 
 /// A held table's key: its bytes in LMDB, and their order.
-private protocol HeldTableKey: Hashable {
+private protocol HeldTableKey: Equatable {
     static func precedes(_ a: Self, _ b: Self) -> Bool
+    /// A well-mixed 64-bit hash of the key, stable within the process.
+    var digest: UInt64 { get }
     func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R
 }
 
 extension WriteID: HeldTableKey {
     fileprivate static func precedes(_ a: WriteID, _ b: WriteID) -> Bool { a.rawValue < b.rawValue }
+    /// Fibonacci hashing: consecutive ids spread over the whole table.
+    fileprivate var digest: UInt64 { rawValue &* 0x9E37_79B9_7F4A_7C15 }
     fileprivate func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try withUnsafeBytes(of: rawValue.bigEndian) { try body($0) }
     }
@@ -200,6 +204,7 @@ extension WriteID: HeldTableKey {
 extension String: HeldTableKey {
     /// The order of the keys `Key.userPrefix` makes: the UTF-8 bytes, then NUL.
     fileprivate static func precedes(_ a: String, _ b: String) -> Bool { Key.precedes(Key.userPrefix(a), Key.userPrefix(b)) }
+    fileprivate var digest: UInt64 { StableHash.of(Array(utf8)) }
     fileprivate func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try Key.userPrefix(self).withUnsafeBytes { try body($0) }
     }
@@ -217,31 +222,36 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
         var isWritten: Bool
     }
 
-    private var index: [K: Int] = [:]
+    private var index = HeldIndex()
     private var slots: [Slot] = []
     /// Slots whose value LMDB does not hold yet.
     private(set) var changed = 0
 
     var count: Int { slots.count }
 
-    func slot(_ key: K) -> Slot? { index[key].map { slots[$0] } }
+    func slot(_ key: K) -> Slot? { position(of: key, digest: key.digest).map { slots[$0] } }
+
+    private func position(of key: K, digest: UInt64) -> Int? {
+        index.find(digest) { slots[$0].key == key }
+    }
 
     /// Holds `value` under `key`; returns whether the key was not held before.
     mutating func keep(_ key: K, _ value: Value?, isWritten: Bool) -> Bool {
-        if let position = index[key] {
+        let digest = key.digest
+        if let position = position(of: key, digest: digest) {
             changed += (isWritten ? 0 : 1) - (slots[position].isWritten ? 0 : 1)
             slots[position].value = value
             slots[position].isWritten = isWritten
             return false
         }
-        index[key] = slots.count
         slots.append(Slot(key: key, value: value, isWritten: isWritten))
+        index.insert(digest, at: slots.count - 1) { slots[$0].key.digest }
         if !isWritten { changed += 1 }
         return true
     }
 
     mutating func removeAll() {
-        index.removeAll(keepingCapacity: true)
+        index.removeAll()
         slots.removeAll(keepingCapacity: true)
         changed = 0
     }
@@ -283,7 +293,7 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
 /// eight bytes, big-endian, order most pairs of keys without comparing the bytes.
 private struct HeldKey: HeldTableKey {
     let bytes: [UInt8]
-    private let digest: UInt64
+    let digest: UInt64
     private let head: UInt64
 
     init(bytes: [UInt8]) {
@@ -296,8 +306,6 @@ private struct HeldKey: HeldTableKey {
 
     static func == (a: HeldKey, b: HeldKey) -> Bool { a.digest == b.digest && a.bytes == b.bytes }
 
-    func hash(into hasher: inout Hasher) { hasher.combine(digest) }
-
     func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try bytes.withUnsafeBytes { try body($0) }
     }
@@ -306,5 +314,51 @@ private struct HeldKey: HeldTableKey {
     /// back to the bytes.
     static func precedes(_ a: HeldKey, _ b: HeldKey) -> Bool {
         a.head != b.head ? a.head < b.head : Key.precedes(a.bytes, b.bytes)
+    }
+}
+
+/// A held table's index: slot positions by key digest, open addressing with linear probing in a
+/// power-of-two table at most half full. It spares every lookup the dictionary's per-instance hashing
+/// (SipHash over a digest the key already carries); equality is the caller's `matches`.
+private struct HeldIndex {
+    /// -1: empty; otherwise a slot position.
+    private var buckets: [Int32] = []
+    private var count = 0
+
+    func find(_ digest: UInt64, matches: (Int) -> Bool) -> Int? {
+        guard !buckets.isEmpty else { return nil }
+        let mask = buckets.count - 1
+        var bucket = Int(truncatingIfNeeded: digest >> 7) & mask
+        while true {
+            let position = Int(buckets[bucket])
+            if position < 0 { return nil }
+            if matches(position) { return position }
+            bucket = (bucket + 1) & mask
+        }
+    }
+
+    /// Adds a position not yet in the index; `digestAt` gives the digest of any held position, for regrowth.
+    mutating func insert(_ digest: UInt64, at position: Int, digestAt: (Int) -> UInt64) {
+        if (count + 1) * 2 > buckets.count {
+            let positions = buckets.filter { $0 >= 0 }
+            buckets = Array(repeating: -1, count: max(64, buckets.count * 2))
+            for held in positions { place(digestAt(Int(held)), Int(held)) }
+        }
+        place(digest, position)
+        count += 1
+    }
+
+    private mutating func place(_ digest: UInt64, _ position: Int) {
+        let mask = buckets.count - 1
+        var bucket = Int(truncatingIfNeeded: digest >> 7) & mask
+        while buckets[bucket] >= 0 { bucket = (bucket + 1) & mask }
+        buckets[bucket] = Int32(position)
+    }
+
+    /// Empties the index, keeping its room.
+    mutating func removeAll() {
+        guard count > 0 else { return }
+        buckets.withUnsafeMutableBufferPointer { $0.update(repeating: -1) }
+        count = 0
     }
 }
