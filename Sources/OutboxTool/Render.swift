@@ -78,7 +78,10 @@ extension Render {
             case .contractBroken(let how):
                 return "pass \(received.passId): the response broke the contract (\(TerminalText.field(how)))"
             }
-        case .verdictRecorded(let recorded):
+        case .verdictRecorded, .verdictsRecorded:
+            guard let recorded = event.verdicts.first(where: { $0.writeId == id }) else {
+                return line(RecordedEvent(sequence: 0, at: Timestamp(milliseconds: 0), event: event))
+            }
             let now = state(recorded.state)
             let count = recorded.refusals > 0 ? " (refusal \(recorded.refusals))" : ""
             return "now \(now)\(count)" + (recorded.replayed ? ", already on the server" : "")

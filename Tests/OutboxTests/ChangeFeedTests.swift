@@ -45,7 +45,7 @@ struct ChangeFeedTests {
             #expect(events.first?.event.type == .logCreated)
             #expect(events.contains { $0.event.type == .writeQueued && $0.sequence > held }, "the enqueue after the start")
             let all = try await Self.take(Int(try client.log.lastSequence()), from: client.changes())
-            #expect(all.filter { $0.event.type == .verdictRecorded }.count == 3, "the three verdicts are in the log")
+            #expect(all.flatMap(\.event.verdicts).count == 3, "the three verdicts are in the log")
             client.close()
         }
     }
@@ -113,7 +113,7 @@ struct ChangeFeedTests {
             let verdicts = Task {
                 var seen: [WriteID: Int] = [:]
                 for try await change in client.changes() {
-                    if case .verdictRecorded(let verdict) = change.event { seen[verdict.writeId, default: 0] += 1 }
+                    for verdict in change.event.verdicts { seen[verdict.writeId, default: 0] += 1 }
                     if seen.count == 200 { break }
                 }
                 return seen

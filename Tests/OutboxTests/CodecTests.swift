@@ -44,6 +44,13 @@ let everyKindOfEvent: [Event] = {
                 writeId: 1, passId: nil, state: .blocked(.failingAlone, refusal: refusal), refusals: 2, replayed: true)),
         .verdictRecorded(VerdictRecorded(writeId: 1, passId: 9, state: .dead(nil), refusals: 5)),
         .verdictRecorded(VerdictRecorded(writeId: 1, passId: 9, state: .conflicted(siblingId: "x", fields: ["f"]), refusals: 0)),
+        .verdictsRecorded(
+            VerdictsRecorded(
+                passId: 9,
+                verdicts: [
+                    VerdictRecorded(writeId: 1, passId: 9, state: .accepted, refusals: 0, replayed: true),
+                    VerdictRecorded(writeId: 2, passId: 9, state: .refused(refusal), refusals: 2),
+                ])),
         .schemaRefusalCounted(SchemaRefusalCounted(writeId: 1, passId: 9, count: 3)),
         .writeFailed(WriteFailed(writeId: 1, passId: 9, status: 502, text: "bad gateway", streak: 2)),
         .passEnded(PassEnded(passId: 9, stoppedBy: PassFailure(kind: .http, status: 503, code: nil, retryAfter: 12.5))),

@@ -212,6 +212,16 @@ import Testing
         ])
         // A write cancelled before anything sent it (R6.6).
         groups.append([.writeCancelled(WriteCancelled(writeId: 16))])
+        // A batch's verdicts in one event, every state once.
+        groups.append([
+            .verdictsRecorded(
+                VerdictsRecorded(
+                    passId: 4,
+                    verdicts: states.enumerated().map { index, state in
+                        VerdictRecorded(
+                            writeId: WriteID(UInt64(40 + index)), passId: 4, state: state, refusals: index, replayed: index == 1)
+                    }))
+        ])
         // Each group numbered from its own thousand: a case added to one enum adds a record at the end
         // of its group and moves no other record.
         return groups.enumerated().flatMap { group, events in

@@ -82,6 +82,80 @@ struct DecisionCheckTests {
         }
     }
 
+    /// A batch's verdicts are one `verdictsRecorded` event (decision 010). A log that holds them one
+    /// event each, as earlier versions wrote them, checks the same; so does the joined form; a joined
+    /// event with one verdict changed is reported at that event.
+    @Test("verdicts joined in one event or one event each check the same; a changed one is found")
+    func joinedAndSingleVerdictsCheckTheSame() async throws {
+        for form in ["single", "joined", "changed"] {
+            try await withTemporaryLog { path in
+                let client = try await openClient(path)
+                let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
+                let refusal = Refusal(status: 422, code: "23514")
+                try await client.log.append { appender in
+                    let pass = appender.nextSequence
+                    try appender.append(
+                        .passStarted(
+                            PassStarted(passId: pass, user: "alice", table: nil, automatic: false, maxRefusals: 5, batchSize: 3)))
+                    try appender.append(
+                        .answerReceived(
+                            AnswerReceived(
+                                passId: pass, writes: ids,
+                                answer: .answered([
+                                    WriteAnswer(.accepted), WriteAnswer(.refused(refusal)), WriteAnswer(.accepted),
+                                ])
+                            )))
+                    var verdicts = [
+                        VerdictRecorded(writeId: ids[0], passId: pass, state: .accepted, refusals: 0),
+                        VerdictRecorded(writeId: ids[1], passId: pass, state: .refused(refusal), refusals: 1),
+                        VerdictRecorded(writeId: ids[2], passId: pass, state: .accepted, refusals: 0),
+                    ]
+                    if form == "changed" { verdicts[2].state = .merged(fields: ["title"]) }
+                    if form == "single" {
+                        for verdict in verdicts { try appender.append(.verdictRecorded(verdict)) }
+                    } else {
+                        try appender.append(.verdictsRecorded(VerdictsRecorded(passId: pass, verdicts: verdicts)))
+                    }
+                    try appender.append(.passEnded(PassEnded(passId: pass, stoppedBy: nil)))
+                }
+                let report = try client.log.checkDecisions()
+                if form == "changed" {
+                    #expect(report.difference?.contains("verdictsRecorded") == true, "\(report)")
+                    #expect(report.sequence == (try client.log.lastSequence()) - 1, "the verdicts event")
+                } else {
+                    #expect(report.isSame, "\(form): \(report)")
+                }
+                #expect(try await client.verify().isOK)
+                #expect(try await client.write(ids[1])?.state == .refused(refusal))
+                #expect(
+                    try await client.history(of: ids[2]).map(\.event.type).last
+                        == (form == "single" ? .verdictRecorded : .verdictsRecorded))
+            }
+        }
+    }
+
+    /// The pass itself records a batch's verdicts as one event: a drain of 3 writes in one batch logs one
+    /// `verdictsRecorded`, and each write's history holds it.
+    @Test("a drained batch records its verdicts in one event")
+    func aDrainedBatchRecordsOneVerdictsEvent() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, transport: SimulatedInstance())
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
+            try await client.sync()
+            var types: [EventType] = []
+            try client.log.forEachEvent { recorded in
+                types.append(recorded.event.type)
+                return true
+            }
+            #expect(types.filter { $0 == .verdictsRecorded }.count == 1 && !types.contains(.verdictRecorded), "\(types)")
+            for id in ids {
+                let history = try await client.history(of: id)
+                #expect(history.flatMap(\.event.verdicts).filter { $0.writeId == id }.map(\.state) == [.accepted])
+            }
+            #expect(try client.log.checkDecisions().isSame)
+        }
+    }
+
     @Test("a pass that went on where today's code stops is reported")
     func findsAMissedStop() async throws {
         try await withTemporaryLog { path in

@@ -16,6 +16,8 @@ public enum Event: Hashable, Sendable {
     case answerReceived(AnswerReceived)
     /// A write's state changed on an answer, a refusal or an app's action.
     case verdictRecorded(VerdictRecorded)
+    /// Several writes' states changed on one answer (`verdicts` lists them).
+    case verdictsRecorded(VerdictsRecorded)
     /// The server's schema cache did not know a write's table or column.
     case schemaRefusalCounted(SchemaRefusalCounted)
     /// A write failed alone with a failure that may pass.
@@ -50,6 +52,7 @@ public enum Event: Hashable, Sendable {
         case .attemptStarted: return .attemptStarted
         case .answerReceived: return .answerReceived
         case .verdictRecorded: return .verdictRecorded
+        case .verdictsRecorded: return .verdictsRecorded
         case .schemaRefusalCounted: return .schemaRefusalCounted
         case .writeFailed: return .writeFailed
         case .passEnded: return .passEnded
@@ -75,6 +78,7 @@ public enum Event: Hashable, Sendable {
         case .attemptStarted(let p): return p
         case .answerReceived(let p): return p
         case .verdictRecorded(let p): return p
+        case .verdictsRecorded(let p): return p
         case .schemaRefusalCounted(let p): return p
         case .writeFailed(let p): return p
         case .passEnded(let p): return p
@@ -91,6 +95,23 @@ public enum Event: Hashable, Sendable {
     /// The writes whose history this event belongs to.
     public var writeIDs: [WriteID] { payload.writeIDs }
 
+    /// The verdicts the event records, one per write, in the order they apply: one for a
+    /// `verdictRecorded`, each of a `verdictsRecorded`'s, none for any other event. An app following the
+    /// log reads verdicts through this, whichever of the two events holds them.
+    public var verdicts: [VerdictRecorded] {
+        switch self {
+        case .verdictRecorded(let verdict): return [verdict]
+        case .verdictsRecorded(let batch): return batch.verdicts
+        default: return []
+        }
+    }
+
+    /// The event with every `verdictsRecorded` read as its run of `verdictRecorded` events.
+    var asSingleEvents: [Event] {
+        if case .verdictsRecorded(let batch) = self { return batch.verdicts.map { .verdictRecorded($0) } }
+        return [self]
+    }
+
     /// The payload's fields for the JSON view (server texts included: this view is for audits).
     public var jsonFields: [String: JSONValue] { payload.jsonFields }
 
@@ -106,6 +127,7 @@ public enum Event: Hashable, Sendable {
         case .attemptStarted: return .attemptStarted(try .decode(from: &reader))
         case .answerReceived: return .answerReceived(try .decode(from: &reader))
         case .verdictRecorded: return .verdictRecorded(try .decode(from: &reader))
+        case .verdictsRecorded: return .verdictsRecorded(try .decode(from: &reader))
         case .schemaRefusalCounted: return .schemaRefusalCounted(try .decode(from: &reader))
         case .writeFailed: return .writeFailed(try .decode(from: &reader))
         case .passEnded: return .passEnded(try .decode(from: &reader))

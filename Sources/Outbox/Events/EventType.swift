@@ -39,6 +39,8 @@ public enum EventType: UInt8, CaseIterable, Sendable {
     case localDataCleared = 18
     /// The type of `Event.writeCancelled`.
     case writeCancelled = 19
+    /// The type of `Event.verdictsRecorded`.
+    case verdictsRecorded = 20
 
     /// The stored name, as the tools print it.
     public var name: String { "\(self)" }

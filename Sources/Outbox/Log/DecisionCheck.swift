@@ -25,7 +25,9 @@ extension EventLog {
         var expectedStop: (pass: UInt64, next: Decider.Next)?
         var answers = 0
         var found: (UInt64, String)?
-        try forEachEvent { recorded in
+        // A `verdictsRecorded` is checked as the run of verdicts it holds, each against what this version
+        // decides: a log that recorded them one event each (an earlier version) checks the same.
+        func check(_ recorded: RecordedEvent) throws -> Bool {
             let event = recorded.event
             if let (pass, next) = expectedStop, expected.isEmpty, event.passId == pass {
                 switch (event, next) {
@@ -80,13 +82,36 @@ extension EventLog {
                     entry: { id in
                         try store.value(.writes, Key.id(id.rawValue)).map { try WriteEntry.decode($0, id: id) }
                     })
-                expected = decision.events
+                expected = decision.events.flatMap(\.asSingleEvents)
                 expectedStop = (answer.passId, decision.next)
                 answers += 1
             default:
                 break
             }
             return true
+        }
+        try forEachEvent { recorded in
+            let parts = recorded.event.asSingleEvents
+            if parts.count > 1 {
+                // Each verdict against the next decision, then the event's fold, once.
+                for part in parts {
+                    guard let next = expected.first else {
+                        found = (recorded.sequence, "the log holds verdictsRecorded, which this version does not decide")
+                        return false
+                    }
+                    guard next == part else {
+                        found = (
+                            recorded.sequence,
+                            "the log holds verdictsRecorded with \(JSONText.render(RecordedEvent(sequence: recorded.sequence, at: recorded.at, event: part).json)); this version decides \(next.type.name) \(JSONText.render(RecordedEvent(sequence: recorded.sequence, at: recorded.at, event: next).json))"
+                        )
+                        return false
+                    }
+                    expected.removeFirst()
+                }
+                try projector.apply(recorded)
+                return true
+            }
+            return try check(recorded)
         }
         if found == nil, let next = expected.first {
             found = (try lastSequence() + 1, "the log ends where this version decides \(next.type.name)")
@@ -106,6 +131,7 @@ extension Event {
         switch self {
         // A final refusal in a pass is the library's own (unmade), made before a request, not on an answer.
         case .verdictRecorded(let v): return v.passId != nil && v.state.refusal?.isFinal != true
+        case .verdictsRecorded: return true
         case .schemaRefusalCounted, .writeFailed, .batchAborted: return true
         default: return false
         }
@@ -118,6 +144,7 @@ extension Event {
         case .attemptStarted(let e): return e.passId
         case .answerReceived(let e): return e.passId
         case .verdictRecorded(let e): return e.passId
+        case .verdictsRecorded(let e): return e.passId
         case .schemaRefusalCounted(let e): return e.passId
         case .writeFailed(let e): return e.passId
         case .passEnded(let e): return e.passId

@@ -8,7 +8,7 @@ internal import Synchronization
 ///
 /// ```swift
 /// for try await change in outbox.changes(after: lastHandled) {
-///     if case .verdictRecorded(let verdict) = change.event { try await apply(verdict, in: db) }
+///     for verdict in change.event.verdicts { try await apply(verdict, in: db) }
 ///     lastHandled = change.sequence
 /// }
 /// ```

@@ -96,16 +96,18 @@ public enum OutboxEvent: Hashable, Sendable {
             case .writeQueued, .writeReleased, .writeWithdrawn, .writeDiscarded, .writeCancelled, .answersTaken,
                 .answersForgotten, .localDataCleared:
                 localChanged = true
-            case .verdictRecorded(let verdict):
-                let id = verdict.writeId
-                switch verdict.state {
-                case .accepted: events.append(.accepted(id, replayed: verdict.replayed))
-                case .merged(let fields): events.append(.columnOverwritten(id, fields: fields))
-                case .conflicted(let sibling, let fields): events.append(.conflicted(id, siblingId: sibling, fields: fields))
-                case .refused(let refusal): events.append(.mutationRejected(id, Rejection(refusal, verdict.refusals)))
-                case .dead(let refusal): events.append(.deadLetter(id, Rejection(refusal ?? Refusal(), verdict.refusals)))
-                case .blocked(let reason, _): events.append(.blocked(id, reason))
-                case .pending: break
+            case .verdictRecorded, .verdictsRecorded:
+                for verdict in event.verdicts {
+                    let id = verdict.writeId
+                    switch verdict.state {
+                    case .accepted: events.append(.accepted(id, replayed: verdict.replayed))
+                    case .merged(let fields): events.append(.columnOverwritten(id, fields: fields))
+                    case .conflicted(let sibling, let fields): events.append(.conflicted(id, siblingId: sibling, fields: fields))
+                    case .refused(let refusal): events.append(.mutationRejected(id, Rejection(refusal, verdict.refusals)))
+                    case .dead(let refusal): events.append(.deadLetter(id, Rejection(refusal ?? Refusal(), verdict.refusals)))
+                    case .blocked(let reason, _): events.append(.blocked(id, reason))
+                    case .pending: break
+                    }
                 }
             case .batchAborted(let aborted): events.append(.batchAborted(aborted.writes))
             case .passEnded(let ended): if let failure = ended.stoppedBy { events.append(.passStopped(failure)) }

@@ -39,6 +39,43 @@ enum Decider {
     static let failingAloneStreak = 3
 
     static func decide(_ input: Input, entry: (WriteID) throws -> WriteEntry?) throws -> Decision {
+        var decision = try decideEach(input, entry: entry)
+        decision.events = joiningVerdicts(decision.events)
+        return decision
+    }
+
+    /// The decision's events with every run of two or more verdicts of one pass in one
+    /// `verdictsRecorded`: the log then holds a drained batch's verdicts as one event. The fold applies
+    /// its verdicts in the same order, so the outcome is the same as the run's.
+    static func joiningVerdicts(_ events: [Event]) -> [Event] {
+        var joined: [Event] = []
+        var run: [VerdictRecorded] = []
+        func endRun() {
+            if run.count == 1 { joined.append(.verdictRecorded(run[0])) }
+            if run.count > 1, let passId = run[0].passId {
+                joined.append(.verdictsRecorded(VerdictsRecorded(passId: passId, verdicts: run)))
+            }
+            run = []
+        }
+        for event in events {
+            if case .verdictRecorded(let verdict) = event, let passId = verdict.passId,
+                run.first.map({ $0.passId == passId }) ?? true
+            {
+                run.append(verdict)
+                continue
+            }
+            endRun()
+            if case .verdictRecorded(let verdict) = event, verdict.passId != nil {
+                run.append(verdict)
+            } else {
+                joined.append(event)
+            }
+        }
+        endRun()
+        return joined
+    }
+
+    private static func decideEach(_ input: Input, entry: (WriteID) throws -> WriteEntry?) throws -> Decision {
         var decision = Decision()
         var entries: [(WriteID, WriteEntry)] = []
         for id in input.writes {

@@ -15,7 +15,9 @@ struct Projector<Store: ProjectionStore> {
             return try queue(queued, at: recorded.sequence)
         }
         let ids = recorded.event.writeIDs
-        for (position, id) in ids.enumerated() where position == 0 || !ids[..<position].contains(id) {
+        // Once per write, though an event may name one twice; ids in ascending order (a batch's) cannot.
+        let ascending = zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }
+        for (position, id) in ids.enumerated() where ascending || position == 0 || !ids[..<position].contains(id) {
             try store.set(.history, Key.pair(id.rawValue, recorded.sequence), [])
         }
         switch recorded.event {
@@ -44,18 +46,9 @@ struct Projector<Store: ProjectionStore> {
         case .networkSwitched, .passStarted, .attemptStarted, .answerReceived, .batchAborted:
             break
         case .verdictRecorded(let verdict):
-            try update(verdict.writeId) { entry in
-                entry.state = verdict.state
-                entry.refusals = verdict.refusals
-                entry.replayed = verdict.replayed
-                entry.schemaRefusals = 0
-                entry.lastSchemaRefusalAt = nil
-                // A write blocked failingAlone keeps what it met and its streak (R4.4).
-                if verdict.state != .blocked(.failingAlone, refusal: nil) {
-                    entry.lastFailure = nil
-                    entry.environmentalStreak = 0
-                }
-            }
+            try record(verdict)
+        case .verdictsRecorded(let batch):
+            for verdict in batch.verdicts { try record(verdict) }
         case .schemaRefusalCounted(let counted):
             try update(counted.writeId) { entry in
                 entry.schemaRefusals = counted.count
@@ -83,6 +76,22 @@ struct Projector<Store: ProjectionStore> {
             for id in cleared.writes { try remove(id) }
         case .localDataCleared(let cleared):
             for id in cleared.writes { try remove(id) }
+        }
+    }
+
+    /// A write's new state (R3.1, R6.1).
+    private mutating func record(_ verdict: VerdictRecorded) throws {
+        try update(verdict.writeId) { entry in
+            entry.state = verdict.state
+            entry.refusals = verdict.refusals
+            entry.replayed = verdict.replayed
+            entry.schemaRefusals = 0
+            entry.lastSchemaRefusalAt = nil
+            // A write blocked failingAlone keeps what it met and its streak (R4.4).
+            if verdict.state != .blocked(.failingAlone, refusal: nil) {
+                entry.lastFailure = nil
+                entry.environmentalStreak = 0
+            }
         }
     }
 
