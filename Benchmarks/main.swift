@@ -44,7 +44,8 @@ let options: Options = {
                   FILTER      run only the cases whose name contains it: enqueue-durable, enqueue-concurrent,
                               bulk-enqueue, drain, rebuild, history, open, long-life, atomic-group,
                               postgrest, contract; and, only when named, profile-none, profile-enqueue,
-                              profile-drain (for instruction counts under callgrind)
+                              profile-drain, profile-floor-none, profile-floor-enqueue, profile-floor-drain (instruction
+                              counts under callgrind)
                 """)
             exit(0)
         default:
@@ -257,12 +258,24 @@ func withClient(_ path: String, batchSize: Int = 50, _ body: @escaping @Sendable
 
 // Instruction counts: only when named, never in a full run. `profile-none` builds --size writes,
 // `profile-enqueue` also bulk-enqueues them into a fresh log (1000 a transaction), `profile-drain` also
-// drains that log (batches of 100, lean instance). Under callgrind the differences of the three totals
-// are the engine's instructions per write, whole (Specs/decisions/010):
+// drains that log (batches of 100, lean instance); `profile-floor-enqueue` and `profile-floor-drain` do
+// the layout floors' work for the same writes instead (`profile-floor-none` only makes their records). Under callgrind the differences of the totals
+// are the instructions per write, whole (Specs/decisions/010):
 //   valgrind --tool=callgrind --callgrind-out-file=/dev/null .build/release/outbox-benchmarks --size 20000 profile-enqueue
 if let filter = options.filter, filter.hasPrefix("profile-") {
     let all = writes(options.size ?? 20_000)
     let path = temporaryPath()
+    if filter.hasPrefix("profile-floor") {
+        // The layout floors of the same writes: their puts (and for the drain its reads), no engine code.
+        let records = sampleRecords(all.count)
+        if filter != "profile-floor-none" {
+            let env = floorEnqueue(path: path, records: records)
+            if filter == "profile-floor-drain" { floorDrain(env, count: records.count, batch: 100) }
+        }
+        removing(path)
+        print("profile: \(filter), \(all.count) writes")
+        exit(0)
+    }
     if filter != "profile-none" { blocking { try await bulkEnqueue(path: path, all) } }
     if filter == "profile-drain" {
         withClient(path, batchSize: 100) { client in
