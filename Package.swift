@@ -60,7 +60,8 @@ let package = Package(
             ],
             path: "Benchmarks"),
         .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
-        .testTarget(name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB", "OutboxTesting"], exclude: ["Golden", "Fixtures"]),
+        .testTarget(
+            name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB", "OutboxTesting"], exclude: ["Golden", "Fixtures"]),
         .testTarget(name: "OutboxHTTPTests", dependencies: ["OutboxHTTP", "Outbox", "OutboxProcess", "OutboxTesting"]),
         .testTarget(
             name: "OutboxCLITests",
