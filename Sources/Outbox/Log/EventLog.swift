@@ -131,7 +131,11 @@ package final class EventLog: Sendable {
         let store = TransactionStore(access: access, tables: tables, memory: storeMemory.withLock { $0.take() } ?? .init())
         var appender = Appender(
             time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
-            putRecord: { sequence, record in try access.put(logDatabase, key: Key.id(sequence), value: record, options: .append) }
+            putRecord: { sequence, record in
+                _ = try withUnsafeBytes(of: sequence.bigEndian) { key in
+                    try record.withUnsafeBytes { try access.put(logDatabase, key: key, value: $0, options: .append) }
+                }
+            }
         )
         let result = try body(&appender)
         let memory = store.releaseMemory()
@@ -149,7 +153,7 @@ package final class EventLog: Sendable {
         let logDatabase = self.logDatabase
         let path = self.path
         return { sequence in
-            try Key.id(sequence).withUnsafeBytes { key in
+            try withUnsafeBytes(of: sequence.bigEndian) { key in
                 try access.withValue(logDatabase, key: key) { bytes in try Self.decode(bytes, sequence: sequence, path: path) }
             }
         }

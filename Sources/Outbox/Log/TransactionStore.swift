@@ -20,7 +20,7 @@ final class TransactionStore: ProjectionStore {
     private let access: WriteAccess
     private let tables: [Database]
     /// Indexed by `ProjectionTable.index`; the slots of `.writes` and `.counters` stay empty.
-    private var held: [HeldTable<HeldKey, [UInt8]>]
+    private var held: [HeldTable<StoreKey, [UInt8]>]
     private var entries: HeldTable<WriteID, WriteEntry>
     private var counters: HeldTable<String, Counters>
     private var heldCount = 0
@@ -32,7 +32,7 @@ final class TransactionStore: ProjectionStore {
     /// each table again: a pass's commit of 100 verdicts grew them about 40 times. What is kept is
     /// bounded by `limit`: no table holds more than that many entries before they are written out.
     struct Memory: Sendable {
-        fileprivate var held = Array(repeating: HeldTable<HeldKey, [UInt8]>(), count: ProjectionTable.allCases.count)
+        fileprivate var held = Array(repeating: HeldTable<StoreKey, [UInt8]>(), count: ProjectionTable.allCases.count)
         fileprivate var entries = HeldTable<WriteID, WriteEntry>()
         fileprivate var counters = HeldTable<String, Counters>()
         init() {}
@@ -63,46 +63,53 @@ final class TransactionStore: ProjectionStore {
 
     // MARK: - Bytes
 
-    func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? {
+    /// The value under `key`, for a reader of the transaction.
+    func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? { try value(table, StoreKey(key)) }
+
+    func value(_ table: ProjectionTable, _ key: StoreKey) throws -> [UInt8]? {
         switch table {
         case .writes:
-            guard key.count == 8 else { return try access.get(tables[table.index], key: key) }
-            let id = WriteID(Key.readBigEndianArray(key))
+            guard key.count == 8 else { return try key.withBytes { try lmdbValue(table, $0) } }
+            let id = WriteID(key.head)
             return try entry(id).map { $0.encode(id: id) }
         case .counters:
-            guard let user = Key.user(ofPrefix: key) else { return try access.get(tables[table.index], key: key) }
+            let bytes = key.bytes
+            guard let user = Key.user(ofPrefix: bytes) else { return try access.get(tables[table.index], key: bytes) }
             let found = try counters(user)
             return found.isZero ? nil : found.encode()
         default:
-            let heldKey = HeldKey(bytes: key)
-            if let slot = held[table.index].slot(heldKey) { return slot.value }
-            let value = try access.get(tables[table.index], key: key)
-            try keep { $0.held[table.index].keep(heldKey, value, isWritten: true) }
+            if let slot = held[table.index].slot(key) { return slot.value }
+            let value = try key.withBytes { try lmdbValue(table, $0) }
+            try keep { $0.held[table.index].keep(key, value, isWritten: true) }
             return value
         }
     }
 
-    func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws {
+    private func lmdbValue(_ table: ProjectionTable, _ key: UnsafeRawBufferPointer) throws -> [UInt8]? {
+        try access.withValue(tables[table.index], key: key) { Array($0) }
+    }
+
+    func set(_ table: ProjectionTable, _ key: StoreKey, _ value: [UInt8]) throws {
         switch table {
         case .writes:
-            let id = WriteID(Key.readBigEndianArray(key))
+            let id = WriteID(key.head)
             try setEntry(WriteEntry.decode(value, id: id), for: id)
         case .counters:
-            guard let user = Key.user(ofPrefix: key) else { preconditionFailure("a counters key is a user's prefix") }
+            guard let user = Key.user(ofPrefix: key.bytes) else { preconditionFailure("a counters key is a user's prefix") }
             try setCounters(Counters.decode(value), for: user)
         default:
-            try keep { $0.held[table.index].keep(HeldKey(bytes: key), value, isWritten: false) }
+            try keep { $0.held[table.index].keep(key, value, isWritten: false) }
         }
     }
 
-    func remove(_ table: ProjectionTable, _ key: [UInt8]) throws {
+    func remove(_ table: ProjectionTable, _ key: StoreKey) throws {
         switch table {
-        case .writes: try removeEntry(WriteID(Key.readBigEndianArray(key)))
+        case .writes: try removeEntry(WriteID(key.head))
         case .counters:
-            guard let user = Key.user(ofPrefix: key) else { preconditionFailure("a counters key is a user's prefix") }
+            guard let user = Key.user(ofPrefix: key.bytes) else { preconditionFailure("a counters key is a user's prefix") }
             try setCounters(Counters(), for: user)
         default:
-            try keep { $0.held[table.index].keep(HeldKey(bytes: key), nil, isWritten: false) }
+            try keep { $0.held[table.index].keep(key, nil, isWritten: false) }
         }
     }
 
@@ -288,33 +295,8 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
     }
 }
 
-/// A key held in memory. Its bytes are folded once into a 64-bit digest (FNV-1a), which is all the
-/// dictionary hashes, on every lookup and every regrowth; equality still compares the bytes. Its first
-/// eight bytes, big-endian, order most pairs of keys without comparing the bytes.
-private struct HeldKey: HeldTableKey {
-    let bytes: [UInt8]
-    let digest: UInt64
-    private let head: UInt64
-
-    init(bytes: [UInt8]) {
-        self.bytes = bytes
-        digest = StableHash.of(bytes)
-        var head: UInt64 = 0
-        for position in 0..<8 { head = head << 8 | UInt64(position < bytes.count ? bytes[position] : 0) }
-        self.head = head
-    }
-
-    static func == (a: HeldKey, b: HeldKey) -> Bool { a.digest == b.digest && a.bytes == b.bytes }
-
-    func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try bytes.withUnsafeBytes { try body($0) }
-    }
-
-    /// LMDB's order. Heads padded with zeros order the keys whenever they differ; equal heads fall
-    /// back to the bytes.
-    static func precedes(_ a: HeldKey, _ b: HeldKey) -> Bool {
-        a.head != b.head ? a.head < b.head : Key.precedes(a.bytes, b.bytes)
-    }
+extension StoreKey: HeldTableKey {
+    fileprivate func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R { try withBytes(body) }
 }
 
 /// A held table's index: slot positions by key digest, open addressing with linear probing in a

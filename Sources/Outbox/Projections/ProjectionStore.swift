@@ -1,9 +1,9 @@
 /// Where a fold reads and writes projection entries: an LMDB write transaction, or memory (for
 /// `verify`, which must not write, and for the state as of a sequence number).
 protocol ProjectionStore {
-    func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]?
-    mutating func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws
-    mutating func remove(_ table: ProjectionTable, _ key: [UInt8]) throws
+    func value(_ table: ProjectionTable, _ key: StoreKey) throws -> [UInt8]?
+    mutating func set(_ table: ProjectionTable, _ key: StoreKey, _ value: [UInt8]) throws
+    mutating func remove(_ table: ProjectionTable, _ key: StoreKey) throws
     /// The verdict table's entry of write `id`, decoded and checked.
     func entry(_ id: WriteID) throws -> WriteEntry?
     mutating func setEntry(_ entry: WriteEntry, for id: WriteID) throws
@@ -14,8 +14,12 @@ protocol ProjectionStore {
     mutating func setCounters(_ counters: Counters, for user: String) throws
 }
 
-/// The typed entries through the bytes, for a store that keeps only bytes.
+/// Keys as bytes, and the typed entries through the bytes, for a store that keeps only bytes.
 extension ProjectionStore {
+    func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? { try value(table, StoreKey(key)) }
+    mutating func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws { try set(table, StoreKey(key), value) }
+    mutating func remove(_ table: ProjectionTable, _ key: [UInt8]) throws { try remove(table, StoreKey(key)) }
+
     func entry(_ id: WriteID) throws -> WriteEntry? {
         try value(.writes, Key.id(id.rawValue)).map { try WriteEntry.decode($0, id: id) }
     }
@@ -40,7 +44,12 @@ extension ProjectionStore {
 struct MemoryProjections: ProjectionStore {
     var tables: [ProjectionTable: [[UInt8]: [UInt8]]] = [:]
 
+    func value(_ table: ProjectionTable, _ key: StoreKey) -> [UInt8]? { tables[table]?[key.bytes] }
     func value(_ table: ProjectionTable, _ key: [UInt8]) -> [UInt8]? { tables[table]?[key] }
+    mutating func set(_ table: ProjectionTable, _ key: StoreKey, _ value: [UInt8]) {
+        tables[table, default: [:]][key.bytes] = value
+    }
+    mutating func remove(_ table: ProjectionTable, _ key: StoreKey) { tables[table]?[key.bytes] = nil }
     mutating func set(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) { tables[table, default: [:]][key] = value }
     mutating func remove(_ table: ProjectionTable, _ key: [UInt8]) { tables[table]?[key] = nil }
 

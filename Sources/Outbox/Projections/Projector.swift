@@ -18,7 +18,7 @@ struct Projector<Store: ProjectionStore> {
         // Once per write, though an event may name one twice; ids in ascending order (a batch's) cannot.
         let ascending = zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }
         for (position, id) in ids.enumerated() where ascending || position == 0 || !ids[..<position].contains(id) {
-            try store.set(.history, Key.pair(id.rawValue, recorded.sequence), [])
+            try store.set(.history, StoreKey.pair(id.rawValue, recorded.sequence), [])
         }
         switch recorded.event {
         case .logCreated(let created):
@@ -114,13 +114,13 @@ struct Projector<Store: ProjectionStore> {
             state: .pending, refusals: 0, replayed: false, schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil,
             environmentalStreak: 0)
         try store.setEntry(entry, for: queued.id)
-        try store.set(.pending, Key.user(entry.user, queued.id.rawValue), [])
+        try store.set(.pending, StoreKey.user(entry.user, queued.id.rawValue), [])
         try count(entry.user) { $0.pending += 1 }
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
         let row = RowKey.of(user: queued.user, table: queued.table, key: queued.canonicalKey)
         try setRow(row, try unsettled(rowIDs(row), user: queued.user, table: queued.table) + [queued.id])
         for dependency in entry.dependencies {
-            try store.set(.dependents, Key.pair(dependency.rawValue, queued.id.rawValue), [])
+            try store.set(.dependents, StoreKey.pair(dependency.rawValue, queued.id.rawValue), [])
         }
         try store.set(.meta, MetaKey.nextWriteId, Key.id(queued.id.rawValue &+ 1))
     }
@@ -130,7 +130,7 @@ struct Projector<Store: ProjectionStore> {
         let before = entry.list
         change(&entry)
         let after = entry.list
-        let key = Key.user(entry.user, id.rawValue)
+        let key = StoreKey.user(entry.user, id.rawValue)
         if before != after {
             try store.remove(before, key)
             try count(entry.user) { counters in
@@ -144,8 +144,8 @@ struct Projector<Store: ProjectionStore> {
 
     private mutating func remove(_ id: WriteID) throws {
         guard let entry = try entry(id) else { return }
-        try store.set(.history, Key.pair(id.rawValue, entry.queuedSequence), [])
-        try store.remove(entry.list, Key.user(entry.user, id.rawValue))
+        try store.set(.history, StoreKey.pair(id.rawValue, entry.queuedSequence), [])
+        try store.remove(entry.list, StoreKey.user(entry.user, id.rawValue))
         try count(entry.user) { $0[entry.list] = max(0, $0[entry.list] - 1) }
         try store.removeEntry(id)
     }
