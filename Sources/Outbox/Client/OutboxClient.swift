@@ -252,7 +252,8 @@ public final class OutboxClient: Sendable {
     public func history(of id: WriteID) async throws -> [RecordedEvent] {
         try checkOpen()
         let user = try owner()
-        let events = try log.history(of: id)
+        let log = self.log
+        let events = try await log.reads.run { try log.history(of: id) }
         guard case .writeQueued(let queued)? = events.first?.event, queued.user == user else { throw OutboxError.notFound(id) }
         return events
     }
@@ -262,35 +263,47 @@ public final class OutboxClient: Sendable {
     public func state(asOf sequence: UInt64) async throws -> QueueSnapshot {
         try checkOpen()
         let user = try owner()
-        let whole = try log.state(asOf: sequence)
+        let log = self.log
+        let whole = try await log.reads.run { try log.state(asOf: sequence) }
         return QueueSnapshot(sequence: whole.sequence, user: whole.user, writes: whole.writes.filter { $0.user == user })
     }
 
     /// Checks every record and that the projections equal a rebuild.
     public func verify() async throws -> VerifyReport {
         try checkOpen()
-        return try log.verify()
+        let log = self.log
+        return try await log.reads.run { try log.verify() }
     }
 
     /// Drops the projections and folds them again from the log.
     public func rebuild() async throws {
         try checkOpen()
-        try log.rebuild()
+        let log = self.log
+        try await log.committer.exclusive { try log.rebuild() }
     }
 
     /// The events from `from` through `to`, in order.
     public func events(from: UInt64 = 1, through to: UInt64 = .max) async throws -> [RecordedEvent] {
         try checkOpen()
-        var events: [RecordedEvent] = []
-        try log.forEachEvent(from: from, to: to) {
-            events.append($0)
-            return true
+        let log = self.log
+        return try await log.reads.run {
+            var events: [RecordedEvent] = []
+            try log.forEachEvent(from: from, to: to) {
+                events.append($0)
+                return true
+            }
+            return events
         }
-        return events
     }
 }
 
 extension OutboxClient {
+    /// Reads a snapshot of the log off Swift's pool (`ReadExecutor`): what the API's `async` reads use.
+    func read<R: Sendable>(_ body: @escaping @Sendable (StoreReader) throws -> R) async throws -> R {
+        let log = self.log
+        return try await log.reads.run { try log.read(body) }
+    }
+
     /// Every write the queue holds, every user's, in id order (the tools and the scenario runner).
     package func everyWrite() throws -> [QueuedWrite] {
         try checkOpen()

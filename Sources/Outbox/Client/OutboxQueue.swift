@@ -9,7 +9,7 @@ public struct OutboxQueue: Sendable {
     public func all() async throws -> [QueuedWrite] {
         try client.checkOpen()
         let user = try client.owner()
-        return try client.log.read { try QueuedWrite.all(user: user, reader: $0) }
+        return try await client.read { try QueuedWrite.all(user: user, reader: $0) }
     }
 
     /// One write of the current user's, as `all()` shows it, or nil when the queue does not hold it
@@ -17,7 +17,7 @@ public struct OutboxQueue: Sendable {
     public func write(_ id: WriteID) async throws -> QueuedWrite? {
         try client.checkOpen()
         let user = try client.owner()
-        return try client.log.read { reader in
+        return try await client.read { reader in
             guard let entry = try reader.entry(id), entry.user == user else { return nil }
             let session = try reader.session()
             return try QueuedWrite.render(
@@ -30,7 +30,7 @@ public struct OutboxQueue: Sendable {
     public func writes(table: String, key: JSONValue) async throws -> [QueuedWrite] {
         try client.checkOpen()
         let user = try client.owner()
-        return try client.log.read { reader in
+        return try await client.read { reader in
             var writes: [QueuedWrite] = []
             try QueuedWrite.forEach(user: user, reader: reader) { write in
                 if write.table == table && write.key == key { writes.append(write) }
@@ -142,7 +142,7 @@ public struct OutboxQueue: Sendable {
     public func withdraw(_ id: WriteID) async throws -> WithdrawOutcome {
         try client.checkOpen()
         let user = try client.owner()
-        let (entry, queued) = try client.log.read { reader in
+        let (entry, queued) = try await client.read { reader in
             (try QueueOperations.ownedEntry(id, user: user, reader: reader), try reader.queuedEvent(of: id))
         }
         guard QueueOperations.isWithdrawable(entry.state), let queued else { return .notWithdrawn }

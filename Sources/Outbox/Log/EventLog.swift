@@ -17,6 +17,8 @@ package final class EventLog: Sendable {
     /// Indexed by `ProjectionTable.index`: an array, not a dictionary, on the path of every put and get.
     private let tables: [Database]
     package let committer = GroupCommitter()
+    /// Where the reads the API offers as `async` run (see `ReadExecutor`).
+    package let reads = ReadExecutor()
     /// Told of each commit of the group committer (a class box: see `Callback`).
     private let commitObserver = Mutex<Callback<[RecordedEvent]>?>(nil)
     /// The last write transaction's store tables, for the next one (`TransactionStore.Memory`).

@@ -35,6 +35,14 @@ package final class GroupCommitter: Sendable {
     /// Jobs waiting for the next transaction.
     package var waitingCount: Int { state.withLock { $0.jobs.count } }
 
+    /// Runs `body` on the writer's queue between two transactions (the rebuild): every write of the
+    /// log goes through the one writer, and no caller's thread of Swift's pool waits on it.
+    func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
     /// Holds the writer before its next transaction (tests: gather a group deterministically).
     package func suspend() { queue.suspend() }
 
@@ -90,4 +98,29 @@ package final class GroupCommitter: Sendable {
             for (job, result) in zip(jobs, results) { job.complete(result) }
         }
     }
+}
+
+/// Runs the reads the API offers as `async` on threads of their own, never on Swift's cooperative
+/// pool: a read of a large log can wait on the disk for its pages, and a pool thread held that long
+/// holds up every task of the app (there are as many pool threads as cores). Reads run side by side.
+package final class ReadExecutor: Sendable {
+    private let queue = DispatchQueue(label: "outbox.log-reads", attributes: .concurrent)
+    private let submitted = Atomic<Int>(0)
+
+    /// How many reads were handed to it so far.
+    package var submittedCount: Int { submitted.load(ordering: .acquiring) }
+
+    /// Runs `body` on a read thread and returns what it returns.
+    package func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            submitted.add(1, ordering: .releasing)
+            queue.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    /// Holds the reads not yet started (tests: show that a read waits for this executor, not the pool).
+    package func suspend() { queue.suspend() }
+
+    /// Lets them go on after `suspend()`.
+    package func resume() { queue.resume() }
 }

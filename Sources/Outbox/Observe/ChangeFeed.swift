@@ -46,7 +46,9 @@ public struct OutboxChanges: AsyncSequence, Sendable {
                 let seen = client.commits.generation
                 if client.isClosedNow { return nil }
                 do {
-                    buffer = try client.log.events(after: last, limit: Self.page)
+                    let log = client.log
+                    let after = last
+                    buffer = try await log.reads.run { try log.events(after: after, limit: Self.page) }
                 } catch let error as OutboxError where error.code == .closed || client.isClosedNow {
                     return nil
                 }
