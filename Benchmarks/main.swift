@@ -132,6 +132,17 @@ var rows: [Row] = []
             ratio: ratio ?? figure.median / base.median))
 }
 
+/// The first side of an interleaved run against each of the others, named in order.
+@MainActor func report(
+    _ name: String, size: Int, _ measured: [(figure: (median: Double, best: Double), ratio: Double)], baselines: [String]
+) {
+    for (index, baseline) in baselines.enumerated() {
+        report(
+            name, size: size, measured[0].figure, baseline: baseline, measured[index + 1].figure, ratio: measured[index + 1].ratio
+        )
+    }
+}
+
 /// The raw baseline: one put of the same bytes per write, `perTransaction` puts a transaction, MDB_APPEND.
 func rawAppend(path: String, records: [[UInt8]], perTransaction: Int) throws {
     var env: OpaquePointer?
@@ -383,13 +394,9 @@ if selected("bulk-enqueue") {
         Side({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records) }, tearDown: removing),
         peerBulk(peerRows(all)),
     ])
-    let name = "3. bulk enqueue (1000/txn, projections included)"
-    report(name, size: bulkSize, measured[0].figure, baseline: "raw LMDB append", measured[1].figure, ratio: measured[1].ratio)
     report(
-        name, size: bulkSize, measured[0].figure, baseline: "the layout floor (its puts, no engine code)", measured[2].figure,
-        ratio: measured[2].ratio)
-    report(
-        name, size: bulkSize, measured[0].figure, baseline: "SQLite peer, 1000/txn", measured[3].figure, ratio: measured[3].ratio)
+        "3. bulk enqueue (1000/txn, projections included)", size: bulkSize, measured,
+        baselines: ["raw LMDB append", "the layout floor (its puts, no engine code)", "SQLite peer, 1000/txn"])
     // The same with UUID keys. Time-ordered ones (v7) keep their order in `rows` (decision 007); with
     // random ones (v4) each write's row slot (R2.2) lands on a random page of `rows`. Against integer keys.
     let v7 = writesWithUUIDKeys(bulkSize, timeOrdered: true)
@@ -460,14 +467,11 @@ if selected("drain") {
             return (path, floorEnqueue(path: path, records: records))
         }, { floorDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) })
     let measured = try interleaved([engine, peer, raw, floor])
-    let name = "4. drain (batches of 100, lean instance)"
-    report(name, size: bulkSize, measured[0].figure, baseline: "SQLite peer drain", measured[1].figure, ratio: measured[1].ratio)
     report(
-        name, size: bulkSize, measured[0].figure, baseline: "raw LMDB drain (same flushes)", measured[2].figure,
-        ratio: measured[2].ratio)
-    report(
-        name, size: bulkSize, measured[0].figure, baseline: "the layout floor (its reads and puts, no engine code)",
-        measured[3].figure, ratio: measured[3].ratio)
+        "4. drain (batches of 100, lean instance)", size: bulkSize, measured,
+        baselines: [
+            "SQLite peer drain", "raw LMDB drain (same flushes)", "the layout floor (its reads and puts, no engine code)",
+        ])
     print(
         "8. peak anonymous memory while draining \(bulkSize): \(peak.withLock { $0 } / 1024) KiB above idle (RssAnon, sampled every 5 ms)"
     )

@@ -71,17 +71,9 @@ public struct OutgoingWrite: Hashable, Sendable {
         body: JSONValue, baseVersion: Int64? = nil, dependsOn: [WriteID] = [], user: String = "",
         createdAt: Timestamp = Timestamp(milliseconds: 0)
     ) {
-        self.user = user
-        self.createdAt = createdAt
-        self.id = id
-        self.origin = origin
-        self.idempotencyKey = idempotencyKey
-        self.table = table
-        self.operation = operation
-        canonicalKey = CanonicalJSON(key)
-        canonicalBody = CanonicalJSON(body)
-        self.baseVersion = baseVersion
-        self.dependsOn = dependsOn
+        self.init(
+            id: id, origin: origin, idempotencyKey: idempotencyKey, table: table, operation: operation, key: CanonicalJSON(key),
+            body: CanonicalJSON(body), baseVersion: baseVersion, dependsOn: dependsOn, user: user, createdAt: createdAt)
     }
 
     /// A write of the log, its key and body as stored.
