@@ -42,8 +42,8 @@ let options: Options = {
                   --runs N    timed runs per case after one warm-up (default 5)
                   --size N    the large cases' size (default 1,000,000; long-life 100,000)
                   FILTER      run only the cases whose name contains it: enqueue-durable, enqueue-concurrent,
-                              bulk-enqueue, drain, rebuild, history, open, long-life, atomic-group,
-                              postgrest, contract; and, only when named, profile-none, profile-enqueue,
+                              bulk-enqueue, drain, rejected-backlog, rebuild, history, open, long-life,
+                              atomic-group, postgrest, contract; and, only when named, profile-none, profile-enqueue,
                               profile-drain, profile-floor-none, profile-floor-enqueue, profile-floor-drain (instruction
                               counts under callgrind)
                 """)
@@ -475,6 +475,63 @@ if selected("drain") {
     print(
         "8. peak anonymous memory while draining \(bulkSize): \(peak.withLock { $0 } / 1024) KiB above idle (RssAnon, sampled every 5 ms)"
     )
+}
+
+/// Refuses every write to the table "later" (422) and accepts the rest: a backlog of refused writes.
+struct RefusingInstance: OutboxTransport {
+    func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        .answered(
+            batch.writes.map { write in
+                write.table == "later" ? WriteAnswer(.refused(Refusal(status: 422, code: "23514"))) : WriteAnswer(.accepted)
+            })
+    }
+    func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? { nil }
+}
+
+// 13. A drain past a backlog of refused writes: 1,000 writes the instance refuses (refused once
+// already, so they are on the rejected list), then the queue; against the same drain with no backlog.
+// Each pass sends the refused ones again once; the batches after them must not pay for them again.
+if selected("rejected-backlog") {
+    let size = options.size.map { min($0, 100_000) } ?? (options.quick ? 2_000 : 20_000)
+    let backlog = (0..<1_000).map { Write.insert(into: "later", key: ["id": .int(Int64($0))], body: ["title": "x"]) }
+    let all = writes(size)
+    func side(withBacklog: Bool) -> Side {
+        Side(
+            { () -> String in
+                let path = temporaryPath()
+                blocking {
+                    let client = try OutboxClient.open(
+                        path: path, transport: RefusingInstance(),
+                        configuration: OutboxConfiguration(autoSync: false, batchSize: 100))
+                    try await client.settleSession(user: "alice", accessToken: nil)
+                    if withBacklog {
+                        _ = try await client.enqueue(contentsOf: backlog)
+                        _ = try await client.sync()
+                    }
+                    var index = 0
+                    while index < all.count {
+                        _ = try await client.enqueue(contentsOf: Array(all[index..<min(index + 1000, all.count)]))
+                        index += 1000
+                    }
+                    client.close()
+                }
+                return path
+            },
+            { path in
+                blocking {
+                    let client = try OutboxClient.open(
+                        path: path, transport: RefusingInstance(),
+                        configuration: OutboxConfiguration(autoSync: false, batchSize: 100))
+                    try await client.settleSession(user: "alice", accessToken: nil)
+                    let report = try await client.sync()
+                    precondition(report.syncedCount == all.count, "drained \(report.syncedCount)")
+                    client.close()
+                }
+            }, tearDown: removing)
+    }
+    let measured = try interleaved([side(withBacklog: true), side(withBacklog: false)])
+    report(
+        "13. drain past 1,000 refused writes", size: size, measured, baselines: ["the same drain with no backlog"])
 }
 
 /// An instance whose every request fails with a 503: a pass plans its first batch, sends, and stops.

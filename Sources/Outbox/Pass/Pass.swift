@@ -26,6 +26,8 @@ struct Pass: Sendable {
         /// Writes answered in this pass and still sendable (refused, skipped, failed, not sent): not sent
         /// again in it (R3.1).
         var done = Set<WriteID>()
+        /// The user's rejected list as the pass first read it, less the writes done since (`Planner.rejected`).
+        var rejected: [WriteID]?
         /// Halves of a refused batch still to send (R4.5).
         var halves: [[WriteID]] = []
         /// The report lines of the last transaction.
@@ -127,7 +129,11 @@ struct Pass: Sendable {
     /// pass starts (`passStarted`) with its first request: a pass with nothing to send leaves no trace.
     private func next(_ appender: inout Appender, _ progress: inout Progress) throws -> Request? {
         while !shouldStop() {
-            let planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
+            var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
+            let done = progress.done
+            progress.rejected =
+                try progress.rejected.map { $0.filter { !done.contains($0) } } ?? planner.rejectedList(appender.reader)
+            planner.rejected = progress.rejected
             let batch: Planner.Batch
             if progress.halves.isEmpty {
                 guard let planned = try planner.nextBatch(appender.reader) else { break }

@@ -5,6 +5,10 @@ struct Planner {
     let batchSize: Int
     /// Writes answered earlier in this pass: a refused write is resent on later passes, not this one.
     let done: Set<WriteID>
+    /// The user's rejected list as the pass first read it (nil: read it now). Nothing but the pass's
+    /// own answers puts a sendable write on that list during a pass, and those are `done`, so a pass
+    /// reads it once, not once a batch.
+    var rejected: [WriteID]? = nil
 
     struct Batch {
         var writes: [WriteID] = []
@@ -91,11 +95,7 @@ struct Planner {
     private func forEachCandidate(
         _ reader: StoreReader, skippingDone: Bool = true, _ body: (WriteID, WriteEntry) throws -> Bool
     ) throws {
-        var refused: [WriteID] = []
-        try reader.scan(.rejected, Key.userPrefix(user), nil) { key, _ in
-            refused.append(WriteID(Key.readBigEndian(key, at: key.count - 8)))
-            return true
-        }
+        let refused = try rejected ?? rejectedList(reader)
         var next = refused.startIndex
         var stopped = false
         func visit(_ id: WriteID) throws -> Bool {
@@ -127,6 +127,16 @@ struct Planner {
             if try !visit(refused[next]) { return }
             next += 1
         }
+    }
+
+    /// The user's rejected list, in id order.
+    func rejectedList(_ reader: StoreReader) throws -> [WriteID] {
+        var refused: [WriteID] = []
+        try reader.scan(.rejected, Key.userPrefix(user), nil) { key, _ in
+            refused.append(WriteID(Key.readBigEndian(key, at: key.count - 8)))
+            return true
+        }
+        return refused
     }
 
     /// Every dependency is settled, or in `batch` (sent before it in the same request, R4.5).
