@@ -172,18 +172,24 @@ enum StableHash {
     private static let prime: UInt64 = 0x0000_0100_0000_01B3
 
     /// The hash of one run of bytes.
-    static func of(_ bytes: [UInt8]) -> UInt64 { add(bytes, to: basis) }
+    static func of(_ bytes: [UInt8]) -> UInt64 { bytes.withUnsafeBytes { add($0, to: basis) } }
 
-    private static func add(_ bytes: some Sequence<UInt8>, to hash: UInt64) -> UInt64 {
+    private static func add(_ bytes: UnsafeRawBufferPointer, to hash: UInt64) -> UInt64 {
         var hash = hash
         for byte in bytes { hash = (hash ^ UInt64(byte)) &* prime }
         return hash
     }
 
+    /// A string's UTF-8 bytes, read contiguously (a small string from a copy on the stack).
+    private static func add(_ text: String, to hash: UInt64) -> UInt64 {
+        var text = text
+        return text.withUTF8 { add(UnsafeRawBufferPointer($0), to: hash) }
+    }
+
     /// The hash of `user`, `table` and a member name's UTF-8 bytes, as `of(user, table, name)`.
     static func of(_ user: String, _ table: String, _ name: UnsafeRawBufferPointer) -> UInt64 {
-        var hash = add(user.utf8, to: basis)
-        hash = add(table.utf8, to: (hash ^ 0xFF) &* prime)
+        var hash = add(user, to: basis)
+        hash = add(table, to: (hash ^ 0xFF) &* prime)
         return add(name, to: (hash ^ 0xFF) &* prime)
     }
 
@@ -192,7 +198,7 @@ enum StableHash {
         var hash = basis
         for (index, part) in parts.enumerated() {
             if index > 0 { hash = (hash ^ 0xFF) &* prime }
-            hash = add(part.utf8, to: hash)
+            hash = add(part, to: hash)
         }
         return hash
     }
