@@ -71,7 +71,15 @@ public final class OutboxClient: Sendable {
         } catch {
             throw OutboxError(.storage, "\(parent.path): the folder for the log cannot be made: \(error.localizedDescription)")
         }
-        return try open(path: url.path, transport: transport, configuration: configuration, accessToken: accessToken)
+        // Off Swift's pool: opening may create the log, or rebuild the projections of an older layout.
+        return try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global(qos: .userInitiated).async {
+                continuation.resume(
+                    with: Result {
+                        try open(path: url.path, transport: transport, configuration: configuration, accessToken: accessToken)
+                    })
+            }
+        }
     }
 
     /// Opens the log at `path`, synchronously: for the package's own tools and tests (an app calls
