@@ -8,21 +8,24 @@ import Foundation
 /// the engine's `.full` durability does.
 final class RawEnvironment {
     private var env: OpaquePointer?
-    private var dbis: [String: MDB_dbi] = [:]
+    /// By `RawTable.rawValue`, so a put finds its database by index, not by hashing a name.
+    private var dbis = Array(repeating: MDB_dbi(), count: RawTable.allCases.count)
 
-    init(path: String, databases: [String]) {
+    init(path: String, tables: [RawTable]) {
         mdb_env_create(&env)
         mdb_env_set_mapsize(env, 8 << 30)
-        mdb_env_set_maxdbs(env, MDB_dbi(databases.count))
+        mdb_env_set_maxdbs(env, MDB_dbi(tables.count))
         mkdir(path, 0o700)
         guard mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600) == 0 else { fatalError("raw open") }
+        var opened = dbis
         write { txn in
-            for name in databases {
+            for table in tables {
                 var dbi = MDB_dbi()
-                precondition(mdb_dbi_open(txn.handle, name, UInt32(MDB_CREATE), &dbi) == 0)
-                dbis[name] = dbi
+                precondition(mdb_dbi_open(txn.handle, "\(table)", UInt32(MDB_CREATE), &dbi) == 0)
+                opened[table.rawValue] = dbi
             }
         }
+        dbis = opened
     }
 
     deinit { mdb_env_close(env) }
@@ -38,47 +41,52 @@ final class RawEnvironment {
     }
 }
 
+/// The databases the baselines use: the engine's tables, named as the engine names them.
+enum RawTable: Int, CaseIterable {
+    case log, meta, writes, pending, history, rows, counters, answered
+}
+
 struct RawTransaction {
     let handle: OpaquePointer
-    let dbis: [String: MDB_dbi]
+    let dbis: [MDB_dbi]
 
-    func put(_ db: String, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, append: Bool) {
+    func put(_ db: RawTable, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, append: Bool) {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
-        precondition(mdb_put(handle, dbis[db]!, &k, &v, append ? UInt32(MDB_APPEND) : 0) == 0, "put \(db)")
+        precondition(mdb_put(handle, dbis[db.rawValue], &k, &v, append ? UInt32(MDB_APPEND) : 0) == 0, "put \(db)")
     }
 
-    func put(_ db: String, id: UInt64, _ value: [UInt8], append: Bool = true) {
+    func put(_ db: RawTable, id: UInt64, _ value: [UInt8], append: Bool = true) {
         withUnsafeBytes(of: id.bigEndian) { key in value.withUnsafeBytes { put(db, key, $0, append: append) } }
     }
 
-    func put(_ db: String, _ key: [UInt8], _ value: [UInt8], append: Bool) {
+    func put(_ db: RawTable, _ key: [UInt8], _ value: [UInt8], append: Bool) {
         key.withUnsafeBytes { k in value.withUnsafeBytes { put(db, k, $0, append: append) } }
     }
 
     /// The size of the value under `key`, read (0 when there is none).
-    func get(_ db: String, _ key: [UInt8]) -> Int {
+    func get(_ db: RawTable, _ key: [UInt8]) -> Int {
         key.withUnsafeBytes { raw in
             var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
             var v = MDB_val()
-            guard mdb_get(handle, dbis[db]!, &k, &v) == 0 else { return 0 }
+            guard mdb_get(handle, dbis[db.rawValue], &k, &v) == 0 else { return 0 }
             return v.mv_size
         }
     }
 
-    func get(_ db: String, id: UInt64) -> Int { get(db, withUnsafeBytes(of: id.bigEndian) { Array($0) }) }
+    func get(_ db: RawTable, id: UInt64) -> Int { get(db, withUnsafeBytes(of: id.bigEndian) { Array($0) }) }
 
-    func delete(_ db: String, _ key: [UInt8]) {
+    func delete(_ db: RawTable, _ key: [UInt8]) {
         key.withUnsafeBytes { raw in
             var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
-            precondition(mdb_del(handle, dbis[db]!, &k, nil) == 0, "del \(db)")
+            precondition(mdb_del(handle, dbis[db.rawValue], &k, nil) == 0, "del \(db)")
         }
     }
 
     /// Reads up to `count` entries from `start` by cursor (each value's bytes touched); their keys.
-    func read(_ db: String, from start: [UInt8], count: Int) -> [[UInt8]] {
+    func read(_ db: RawTable, from start: [UInt8], count: Int) -> [[UInt8]] {
         var cursor: OpaquePointer?
-        precondition(mdb_cursor_open(handle, dbis[db]!, &cursor) == 0)
+        precondition(mdb_cursor_open(handle, dbis[db.rawValue], &cursor) == 0)
         defer { mdb_cursor_close(cursor) }
         var keys: [[UInt8]] = []
         var touched = 0
@@ -99,20 +107,25 @@ struct RawTransaction {
 
 func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
 
-/// The raw drain: a log of `records` (appended 1000 a transaction before the clock starts); the drain
-/// reads them 100 at a time by cursor and appends one outcome record each, one commit per batch,
-/// flushed as a pass's commits are (`MDB_NOMETASYNC`).
-func rawDrainSetUp(path: String, records: [[UInt8]]) -> RawEnvironment {
-    let env = RawEnvironment(path: path, databases: ["log"])
+/// The raw baseline of an enqueue: one `MDB_APPEND` put of each record, `perTransaction` a transaction.
+@discardableResult
+func rawAppend(path: String, records: [[UInt8]], perTransaction: Int) -> RawEnvironment {
+    let env = RawEnvironment(path: path, tables: [.log])
     var index = 0
     while index < records.count {
         env.write { txn in
-            for offset in index..<min(index + 1000, records.count) { txn.put("log", id: UInt64(offset + 1), records[offset]) }
+            for offset in index..<min(index + perTransaction, records.count) {
+                txn.put(.log, id: UInt64(offset + 1), records[offset])
+            }
         }
-        index += 1000
+        index += perTransaction
     }
     return env
 }
+
+/// The raw drain, over a log of `records` (appended 1000 a transaction before the clock starts): reads
+/// them 100 at a time by cursor and appends one outcome record each, one commit per batch, flushed as
+/// a pass's commits are (`MDB_NOMETASYNC`).
 
 func rawDrain(_ env: RawEnvironment, count: Int, batch: Int) {
     let outcome = [UInt8](repeating: 7, count: 12)
@@ -120,24 +133,21 @@ func rawDrain(_ env: RawEnvironment, count: Int, batch: Int) {
     var sequence = UInt64(count)
     while next <= UInt64(count) {
         env.write(withoutMetaSync: true) { txn in
-            let read = txn.read("log", from: bigEndian(next), count: min(batch, count - Int(next) + 1))
+            let read = txn.read(.log, from: bigEndian(next), count: min(batch, count - Int(next) + 1))
             for _ in read {
                 sequence += 1
-                txn.put("log", id: sequence, outcome)
+                txn.put(.log, id: sequence, outcome)
             }
             next += UInt64(read.count)
         }
     }
 }
 
-/// The engine's tables, for the layout floor.
-let floorDatabases = ["log", "meta", "writes", "pending", "history", "rows", "counters", "answered"]
-
 /// The layout floor of a bulk enqueue: per write, what the engine puts (its `writeQueued` record, its
 /// verdict-table entry, its pending key and its row's slot), and per transaction the user's counters
 /// and two meta values; sizes as the engine's. No engine code runs.
 func floorEnqueue(path: String, records: [[UInt8]]) -> RawEnvironment {
-    let env = RawEnvironment(path: path, databases: floorDatabases)
+    let env = RawEnvironment(path: path, tables: RawTable.allCases)
     let entry = [UInt8](repeating: 3, count: 44)
     let user = Array("alice".utf8) + [0]
     var index = 0
@@ -146,16 +156,16 @@ func floorEnqueue(path: String, records: [[UInt8]]) -> RawEnvironment {
             let end = min(index + 1000, records.count)
             for offset in index..<end {
                 let id = UInt64(offset + 1)
-                txn.put("log", id: id, records[offset])
-                txn.put("writes", id: id, entry)
-                txn.put("pending", user + bigEndian(id), [], append: true)
+                txn.put(.log, id: id, records[offset])
+                txn.put(.writes, id: id, entry)
+                txn.put(.pending, user + bigEndian(id), [], append: true)
                 // The row key of `{"id": n}`: a hash, the tag 1, the integer with its sign bit flipped.
                 txn.put(
-                    "rows", bigEndian(0xF9EC_8866_2056_F13F) + [1] + bigEndian(UInt64(offset) ^ (1 << 63)), [1, 1], append: true)
+                    .rows, bigEndian(0xF9EC_8866_2056_F13F) + [1] + bigEndian(UInt64(offset) ^ (1 << 63)), [1, 1], append: true)
             }
-            txn.put("counters", user, [UInt8(end % 128), 0, 0, 0], append: false)
-            txn.put("meta", Array("applied".utf8), bigEndian(UInt64(end)), append: false)
-            txn.put("meta", Array("nextWriteId".utf8), bigEndian(UInt64(end + 1)), append: false)
+            txn.put(.counters, user, [UInt8(end % 128), 0, 0, 0], append: false)
+            txn.put(.meta, Array("applied".utf8), bigEndian(UInt64(end)), append: false)
+            txn.put(.meta, Array("nextWriteId".utf8), bigEndian(UInt64(end + 1)), append: false)
         }
         index += 1000
     }
@@ -175,29 +185,29 @@ func floorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
     var next: UInt64 = 1
     while next <= UInt64(count) {
         env.write(withoutMetaSync: true) { txn in
-            let keys = txn.read("pending", from: user + bigEndian(next), count: batch)
+            let keys = txn.read(.pending, from: user + bigEndian(next), count: batch)
             let ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
             for id in ids {
-                _ = txn.get("writes", id: id)
-                _ = txn.get("log", id: id)
+                _ = txn.get(.writes, id: id)
+                _ = txn.get(.log, id: id)
             }
             let attempt = sequence + 1
             let answer = sequence + 2
-            txn.put("log", id: attempt, [UInt8](repeating: 6, count: 4 + 18 * ids.count))
-            txn.put("log", id: answer, [UInt8](repeating: 7, count: 6 + 2 * ids.count))
+            txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 18 * ids.count))
+            txn.put(.log, id: answer, [UInt8](repeating: 7, count: 6 + 2 * ids.count))
             sequence += 2
             for id in ids {
                 sequence += 1
-                txn.put("log", id: sequence, verdict)
+                txn.put(.log, id: sequence, verdict)
                 for event in [attempt, answer, sequence] {
-                    txn.put("history", bigEndian(id) + bigEndian(event), [], append: true)
+                    txn.put(.history, bigEndian(id) + bigEndian(event), [], append: true)
                 }
-                txn.put("writes", id: id, entry, append: false)
-                txn.delete("pending", user + bigEndian(id))
-                txn.put("answered", user + bigEndian(id), [], append: true)
+                txn.put(.writes, id: id, entry, append: false)
+                txn.delete(.pending, user + bigEndian(id))
+                txn.put(.answered, user + bigEndian(id), [], append: true)
             }
-            txn.put("counters", user, [0, 0, 0, UInt8(ids.count)], append: false)
-            txn.put("meta", Array("applied".utf8), bigEndian(sequence), append: false)
+            txn.put(.counters, user, [0, 0, 0, UInt8(ids.count)], append: false)
+            txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
             next += UInt64(ids.count)
         }
     }

@@ -143,38 +143,6 @@ var rows: [Row] = []
     }
 }
 
-/// The raw baseline: one put of the same bytes per write, `perTransaction` puts a transaction, MDB_APPEND.
-func rawAppend(path: String, records: [[UInt8]], perTransaction: Int) throws {
-    var env: OpaquePointer?
-    mdb_env_create(&env)
-    mdb_env_set_mapsize(env, 8 << 30)
-    mdb_env_set_maxdbs(env, 1)
-    mkdir(path, 0o700)
-    guard mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600) == 0 else { fatalError("raw open") }
-    defer { mdb_env_close(env) }
-    var dbi = MDB_dbi()
-    var index = 0
-    var sequence: UInt64 = 0
-    while index < records.count {
-        var txn: OpaquePointer?
-        mdb_txn_begin(env, nil, 0, &txn)
-        if index == 0 { mdb_dbi_open(txn, "log", UInt32(MDB_CREATE), &dbi) }
-        for record in records[index..<min(index + perTransaction, records.count)] {
-            sequence += 1
-            var key = sequence.bigEndian
-            withUnsafeMutableBytes(of: &key) { keyBytes in
-                var k = MDB_val(mv_size: 8, mv_data: keyBytes.baseAddress)
-                record.withUnsafeBytes { bytes in
-                    var v = MDB_val(mv_size: bytes.count, mv_data: UnsafeMutableRawPointer(mutating: bytes.baseAddress))
-                    precondition(mdb_put(txn, dbi, &k, &v, UInt32(MDB_APPEND)) == 0)
-                }
-            }
-        }
-        precondition(mdb_txn_commit(txn) == 0)
-        index += perTransaction
-    }
-}
-
 func writes(_ count: Int) -> [Write] {
     (0..<count).map { Write.insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "Buy milk", "done": false]) }
 }
@@ -309,7 +277,7 @@ if selected("enqueue-durable") {
         Side(
             { temporaryPath() }, { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } },
             tearDown: removing),
-        Side({ temporaryPath() }, { try rawAppend(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
+        Side({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
     ])
     report(
         "1. durable enqueue, one at a time", size: size, measured[0].figure, baseline: "raw LMDB, one durable put a commit",
@@ -390,7 +358,7 @@ if selected("bulk-enqueue") {
     let records = sampleRecords(bulkSize)
     let measured = try interleaved([
         Side({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
-        Side({ temporaryPath() }, { try rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing),
+        Side({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing),
         Side({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records) }, tearDown: removing),
         peerBulk(peerRows(all)),
     ])
@@ -459,7 +427,7 @@ if selected("drain") {
     let raw = Side(
         { () -> (String, RawEnvironment) in
             let path = temporaryPath()
-            return (path, rawDrainSetUp(path: path, records: records))
+            return (path, rawAppend(path: path, records: records, perTransaction: 1000))
         }, { rawDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) })
     let floor = Side(
         { () -> (String, RawEnvironment) in
@@ -842,7 +810,7 @@ if selected("rebuild") || selected("history") || selected("open") {
             Side(
                 { temporaryPath() },
                 {
-                    try rawAppend(
+                    rawAppend(
                         path: $0, records: Array(repeating: entry, count: projectionEntries), perTransaction: projectionEntries)
                 }, tearDown: removing),
         ])

@@ -248,8 +248,8 @@ import Testing
                 // A change after the scan is seen too, and the row's slot reads through memory.
                 try appender.append(.verdictRecorded(VerdictRecorded(writeId: 1, passId: nil, state: .accepted, refusals: 0)))
                 #expect(try appender.reader.entry(1)?.state == .accepted)
-                #expect(try appender.unsettledWrites(user: "alice", table: "todos", key: ["id": 1]) == [])
-                #expect(try appender.unsettledWrites(user: "alice", table: "todos", key: ["id": 2]) == [2])
+                #expect(try appender.unsettledWrites(user: "alice", table: "todos", key: CanonicalJSON(["id": 1])) == [])
+                #expect(try appender.unsettledWrites(user: "alice", table: "todos", key: CanonicalJSON(["id": 2])) == [2])
             }
             // After the commit, LMDB holds it all: the counters, the lists, and a fold of the log agrees.
             #expect(try log.read { try $0.counters(user: "alice") } == Counters(pending: 1, rejected: 0, blocked: 0, answered: 1))

@@ -72,13 +72,8 @@ public final class OutboxClient: Sendable {
             throw OutboxError(.storage, "\(parent.path): the folder for the log cannot be made: \(error.localizedDescription)")
         }
         // Off Swift's pool: opening may create the log, or rebuild the projections of an older layout.
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global(qos: .userInitiated).async {
-                continuation.resume(
-                    with: Result {
-                        try open(path: url.path, transport: transport, configuration: configuration, accessToken: accessToken)
-                    })
-            }
+        return try await DispatchQueue.global(qos: .userInitiated).run {
+            try open(path: url.path, transport: transport, configuration: configuration, accessToken: accessToken)
         }
     }
 

@@ -40,10 +40,6 @@ package struct Appender {
     }
 
     /// Unsettled writes to the row (R2.2), as this transaction sees them.
-    func unsettledWrites(user: String, table: String, key: JSONValue) throws -> [WriteID] {
-        try projector.unsettledWrites(user: user, table: table, key: CanonicalJSON(key))
-    }
-
     func unsettledWrites(user: String, table: String, key: CanonicalJSON) throws -> [WriteID] {
         try projector.unsettledWrites(user: user, table: table, key: key)
     }

@@ -38,9 +38,7 @@ package final class GroupCommitter: Sendable {
     /// Runs `body` on the writer's queue between two transactions (the rebuild): every write of the
     /// log goes through the one writer, and no caller's thread of Swift's pool waits on it.
     func exclusive<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try body() }) }
-        }
+        try await queue.run(body)
     }
 
     /// Holds the writer before its next transaction (tests: gather a group deterministically).
@@ -112,10 +110,8 @@ package final class ReadExecutor: Sendable {
 
     /// Runs `body` on a read thread and returns what it returns.
     package func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
-        try await withCheckedThrowingContinuation { continuation in
-            submitted.add(1, ordering: .releasing)
-            queue.async { continuation.resume(with: Result { try body() }) }
-        }
+        submitted.add(1, ordering: .releasing)
+        return try await queue.run(body)
     }
 
     /// Holds the reads not yet started (tests: show that a read waits for this executor, not the pool).
@@ -123,4 +119,13 @@ package final class ReadExecutor: Sendable {
 
     /// Lets them go on after `suspend()`.
     package func resume() { queue.resume() }
+}
+
+extension DispatchQueue {
+    /// Runs `body` on this queue and returns what it returns, the awaiting task holding no thread.
+    func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { continuation in
+            self.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
 }

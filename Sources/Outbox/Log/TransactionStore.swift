@@ -211,7 +211,7 @@ extension WriteID: HeldTableKey {
 extension String: HeldTableKey {
     /// The order of the keys `Key.userPrefix` makes: the UTF-8 bytes, then NUL.
     fileprivate static func precedes(_ a: String, _ b: String) -> Bool { Key.precedes(Key.userPrefix(a), Key.userPrefix(b)) }
-    fileprivate var digest: UInt64 { StableHash.of(Array(utf8)) }
+    fileprivate var digest: UInt64 { StableHash.of(self) }
     fileprivate func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try Key.userPrefix(self).withUnsafeBytes { try body($0) }
     }

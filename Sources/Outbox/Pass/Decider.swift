@@ -58,16 +58,11 @@ enum Decider {
             run = []
         }
         for event in events {
-            if case .verdictRecorded(let verdict) = event, let passId = verdict.passId,
-                run.first.map({ $0.passId == passId }) ?? true
-            {
-                run.append(verdict)
-                continue
-            }
-            endRun()
             if case .verdictRecorded(let verdict) = event, verdict.passId != nil {
+                if let first = run.first, first.passId != verdict.passId { endRun() }
                 run.append(verdict)
             } else {
+                endRun()
                 joined.append(event)
             }
         }

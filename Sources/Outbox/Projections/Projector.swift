@@ -189,10 +189,6 @@ struct Projector<Store: ProjectionStore> {
     }
 
     /// Unsettled writes to the row, oldest first: what a new write to it follows (R2.2).
-    func unsettledWrites(user: String, table: String, key: JSONValue) throws -> [WriteID] {
-        try unsettledWrites(user: user, table: table, key: CanonicalJSON(key))
-    }
-
     func unsettledWrites(user: String, table: String, key: CanonicalJSON) throws -> [WriteID] {
         try unsettled(rowIDs(RowKey.of(user: user, table: table, key: key)), user: user, table: table)
     }

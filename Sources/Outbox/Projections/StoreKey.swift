@@ -13,9 +13,7 @@ struct StoreKey: Equatable {
 
     init(_ bytes: UnsafeRawBufferPointer) {
         count = bytes.count
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        digest = hash
+        digest = StableHash.of(bytes)
         var head: UInt64 = 0
         for position in 0..<8 { head = head << 8 | UInt64(position < bytes.count ? bytes[position] : 0) }
         self.head = head
@@ -38,9 +36,9 @@ struct StoreKey: Equatable {
 
     /// `user` NUL-terminated, then `id` (a per-user list's key, `Key.user`).
     static func user(_ user: String, _ id: UInt64) -> StoreKey {
+        guard user.utf8.count + 9 <= inlineCapacity else { return StoreKey(Key.user(user, id)) }
         var user = user
         return user.withUTF8 { name in
-            guard name.count + 9 <= inlineCapacity else { return StoreKey(Key.user(String(decoding: name, as: UTF8.self), id)) }
             var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
             return withUnsafeMutableBytes(of: &buffer) { raw in
                 raw.copyMemory(from: UnsafeRawBufferPointer(name))

@@ -172,7 +172,10 @@ enum StableHash {
     private static let prime: UInt64 = 0x0000_0100_0000_01B3
 
     /// The hash of one run of bytes.
-    static func of(_ bytes: [UInt8]) -> UInt64 { bytes.withUnsafeBytes { add($0, to: basis) } }
+    static func of(_ bytes: [UInt8]) -> UInt64 { bytes.withUnsafeBytes { of($0) } }
+
+    /// The hash of one run of bytes, where they lie.
+    static func of(_ bytes: UnsafeRawBufferPointer) -> UInt64 { add(bytes, to: basis) }
 
     private static func add(_ bytes: UnsafeRawBufferPointer, to hash: UInt64) -> UInt64 {
         var hash = hash
@@ -232,18 +235,18 @@ enum RowKey {
         let kept: Bool = canonical.withUnsafeBytes { raw in
             // One member: the object tag, a count of 1, the member's name, then its value.
             var r = ByteReader(raw)
-            guard (try? r.byte()) == JSONValue.objectTag, (try? r.count()) == 1, let name = try? r.skipString(),
+            guard (try? r.byte()) == JSONValue.Tag.object.rawValue, (try? r.count()) == 1, let name = try? r.skipString(),
                 let tag = try? r.byte()
             else { return false }
             let hash = r.withBytes(name) { StableHash.of(user, table, $0) }
-            switch tag {
-            case 3:
+            switch JSONValue.Tag(rawValue: tag) {
+            case .int:
                 guard let number = try? r.signed() else { return false }
                 w.bigEndian(hash)
                 w.byte(1)
                 w.bigEndian(UInt64(bitPattern: number) ^ (1 << 63))
                 return true
-            case 5:
+            case .string:
                 guard let text = try? r.skipString(), text.count <= maxKeptString else { return false }
                 w.bigEndian(hash)
                 w.byte(3)

@@ -32,7 +32,7 @@ package struct CanonicalJSON: Hashable, Sendable {
     }
 
     /// Whether the value is an object.
-    package var isObject: Bool { bytes.first == JSONValue.objectTag }
+    package var isObject: Bool { bytes.first == JSONValue.Tag.object.rawValue }
 
     /// The value as JSON text in UTF-8, exactly as `JSONText.render(value)` writes it, rendered
     /// straight from the bytes.
@@ -52,15 +52,15 @@ package struct CanonicalJSON: Hashable, Sendable {
 
     private static func check(_ reader: inout ByteReader, depth: Int) throws {
         guard depth < JSONText.maxDepth else { throw DecodeFailure("JSON nested deeper than \(JSONText.maxDepth)") }
-        switch try reader.byte() {
-        case 0, 1, 2: break
-        case 3: _ = try reader.varint()
-        case 4:
+        switch JSONValue.Tag(rawValue: try reader.byte()) {
+        case .null, .isFalse, .isTrue: break
+        case .int: _ = try reader.varint()
+        case .double:
             guard Double(bitPattern: try reader.bigEndian()).isFinite else { throw DecodeFailure("a number that is not finite") }
-        case 5: try reader.skipString()
-        case 6:
+        case .string: try reader.skipString()
+        case .array:
             for _ in 0..<(try reader.count()) { try check(&reader, depth: depth + 1) }
-        case 7:
+        case .object:
             var previous: Range<Int>?
             for _ in 0..<(try reader.count()) {
                 let name = try reader.skipString()
@@ -70,26 +70,26 @@ package struct CanonicalJSON: Hashable, Sendable {
                 previous = name
                 try check(&reader, depth: depth + 1)
             }
-        default: throw DecodeFailure("unknown JSON tag")
+        case nil: throw DecodeFailure("unknown JSON tag")
         }
     }
 
     private static func render(_ reader: inout ByteReader, to out: inout [UInt8]) throws {
-        switch try reader.byte() {
-        case 0: out.append(contentsOf: "null".utf8)
-        case 1: out.append(contentsOf: "false".utf8)
-        case 2: out.append(contentsOf: "true".utf8)
-        case 3: out.append(contentsOf: String(try reader.signed()).utf8)
-        case 4: out.append(contentsOf: JSONText.render(.double(Double(bitPattern: try reader.bigEndian()))).utf8)
-        case 5: try quote(reader.skipString(), &reader, to: &out)
-        case 6:
+        switch JSONValue.Tag(rawValue: try reader.byte()) {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .isFalse: out.append(contentsOf: "false".utf8)
+        case .isTrue: out.append(contentsOf: "true".utf8)
+        case .int: out.append(contentsOf: String(try reader.signed()).utf8)
+        case .double: out.append(contentsOf: JSONText.render(.double(Double(bitPattern: try reader.bigEndian()))).utf8)
+        case .string: try quote(reader.skipString(), &reader, to: &out)
+        case .array:
             out.append(UInt8(ascii: "["))
             for index in 0..<(try reader.count()) {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
                 try render(&reader, to: &out)
             }
             out.append(UInt8(ascii: "]"))
-        case 7:
+        case .object:
             out.append(UInt8(ascii: "{"))
             for index in 0..<(try reader.count()) {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
@@ -98,7 +98,7 @@ package struct CanonicalJSON: Hashable, Sendable {
                 try render(&reader, to: &out)
             }
             out.append(UInt8(ascii: "}"))
-        default: throw DecodeFailure("unknown JSON tag")
+        case nil: throw DecodeFailure("unknown JSON tag")
         }
     }
 

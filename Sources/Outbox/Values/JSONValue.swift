@@ -52,13 +52,11 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
 // MARK: - Canonical binary form
 
 extension JSONValue {
-    private enum Tag: UInt8 {
+    /// The first byte of each kind of value in the canonical form.
+    enum Tag: UInt8 {
         case null = 0
         case isFalse, isTrue, int, double, string, array, object
     }
-
-    /// The first byte of an object's canonical form.
-    static let objectTag = Tag.object.rawValue
 
     func encode(into writer: inout ByteWriter) {
         switch self {
