@@ -1,12 +1,8 @@
 internal import COutboxLMDB
 
-/// One entry a cursor stands on. Its bytes live only inside the transaction.
-public struct CursorEntry {
-    public let key: UnsafeRawBufferPointer
-    public let value: UnsafeRawBufferPointer
-}
-
-/// A cursor over one database, closed when its closure returns.
+/// A cursor over one database, closed when its closure returns. Each move hands the entry it lands on
+/// to a closure, as two `RawSpan`s that cannot outlive it, and returns what the closure returns, or
+/// nil when there is no entry there.
 public struct Cursor: ~Copyable {
     let handle: OpaquePointer
     let database: Database
@@ -14,29 +10,29 @@ public struct Cursor: ~Copyable {
 
     deinit { mdb_cursor_close(handle) }
 
-    private func get(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws -> CursorEntry? {
+    private func get<R>(
+        _ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil, _ body: (_ key: RawSpan, _ value: RawSpan) throws -> R
+    ) throws -> R? {
         var k = MDB_val(mv_size: key?.count ?? 0, mv_data: UnsafeMutableRawPointer(mutating: key?.baseAddress))
         var v = MDB_val()
         let rc = mdb_cursor_get(handle, &k, &v, op)
         if rc == MDB_NOTFOUND { return nil }
         try check(rc, "mdb_cursor_get(\(database.name))", path: path)
-        return CursorEntry(
-            key: UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
-            value: UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+        return try withBorrowedSpan(k) { key in try withBorrowedSpan(v) { value in try body(key, value) } }
     }
 
     /// The first entry.
-    public func first() throws -> CursorEntry? { try get(MDB_FIRST) }
+    public func first<R>(_ body: (_ key: RawSpan, _ value: RawSpan) throws -> R) throws -> R? { try get(MDB_FIRST, body) }
     /// The last entry.
-    public func last() throws -> CursorEntry? { try get(MDB_LAST) }
+    public func last<R>(_ body: (_ key: RawSpan, _ value: RawSpan) throws -> R) throws -> R? { try get(MDB_LAST, body) }
     /// The entry after the current one.
-    public func next() throws -> CursorEntry? { try get(MDB_NEXT) }
+    public func next<R>(_ body: (_ key: RawSpan, _ value: RawSpan) throws -> R) throws -> R? { try get(MDB_NEXT, body) }
     /// The entry before the current one.
-    public func previous() throws -> CursorEntry? { try get(MDB_PREV) }
+    public func previous<R>(_ body: (_ key: RawSpan, _ value: RawSpan) throws -> R) throws -> R? { try get(MDB_PREV, body) }
 
     /// The first entry whose key is `key` or greater.
-    public func seek(atLeast key: [UInt8]) throws -> CursorEntry? {
-        if key.isEmpty { return try first() }
-        return try key.withUnsafeBytes { try get(MDB_SET_RANGE, key: $0) }
+    public func seek<R>(atLeast key: [UInt8], _ body: (_ key: RawSpan, _ value: RawSpan) throws -> R) throws -> R? {
+        if key.isEmpty { return try first(body) }
+        return try key.withUnsafeBytes { try get(MDB_SET_RANGE, key: $0, body) }
     }
 }

@@ -1,7 +1,8 @@
 internal import COutboxLMDB
 
-/// What both kinds of transaction can do: read. Bytes handed to a closure live only inside the
-/// transaction; decode or copy them before returning.
+/// What both kinds of transaction can do: read. Stored bytes reach a closure as a `RawSpan`, which
+/// cannot outlive the closure, so bytes LMDB owns never outlive the transaction; decode or copy them
+/// before returning.
 public protocol ReadableTransaction: ~Copyable {
     /// The C handle. Never escapes the transaction's closure.
     var handle: OpaquePointer { get }
@@ -11,20 +12,18 @@ public protocol ReadableTransaction: ~Copyable {
 
 extension ReadableTransaction where Self: ~Copyable {
     /// Calls `body` with the value stored under `key`, or returns `nil` when there is none (`MDB_NOTFOUND`).
-    public func withValue<R>(
-        _ db: Database, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
-    ) throws -> R? {
+    public func withValue<R>(_ db: Database, key: UnsafeRawBufferPointer, _ body: (RawSpan) throws -> R) throws -> R? {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val()
         let rc = mdb_get(handle, db.dbi, &k, &v)
         if rc == MDB_NOTFOUND { return nil }
         try check(rc, "mdb_get(\(db.name))", path: path)
-        return try body(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+        return try withBorrowedSpan(v, body)
     }
 
     /// A copy of the value stored under `key`, or `nil`.
     public func get(_ db: Database, key: [UInt8]) throws -> [UInt8]? {
-        try key.withUnsafeBytes { k in try withValue(db, key: k) { Array($0) } }
+        try key.withUnsafeBytes { k in try withValue(db, key: k) { $0.copiedBytes } }
     }
 
     /// Whether `key` is present.
@@ -58,13 +57,14 @@ extension ReadableTransaction where Self: ~Copyable {
     /// (which must itself start with `prefix`; the prefix when omitted). `body` returns false to stop.
     public func forEach(
         _ db: Database, prefix: [UInt8], from start: [UInt8]? = nil,
-        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+        _ body: (_ key: RawSpan, _ value: RawSpan) throws -> Bool
     ) throws {
         try withCursor(db) { cursor in
-            var entry = try cursor.seek(atLeast: start ?? prefix)
-            while let current = entry, current.key.starts(with: prefix) {
-                guard try body(current.key, current.value) else { return }
-                entry = try cursor.next()
+            var more = try cursor.seek(atLeast: start ?? prefix) { key, value in
+                key.starts(with: prefix) ? try body(key, value) : false
+            }
+            while more == true {
+                more = try cursor.next { key, value in key.starts(with: prefix) ? try body(key, value) : false }
             }
         }
     }
@@ -136,6 +136,24 @@ extension WritableTransaction where Self: ~Copyable {
         return true
     }
 
+    /// Stores `count` bytes under `key` that `fill` writes straight into LMDB's page (`MDB_RESERVE`): no
+    /// buffer of the caller's and no copy. `fill` must write every byte, and may not touch the
+    /// transaction. Returns false only with `.noOverwrite` when the key exists (and `fill` is not called).
+    @discardableResult
+    public func put(
+        _ db: Database, key: UnsafeRawBufferPointer, reserving count: Int, options: PutOptions = [],
+        _ fill: (UnsafeMutableRawBufferPointer) throws -> Void
+    ) throws -> Bool {
+        if key.count > 511 { throw LMDBError(.keyTooLong(key.count), path: path) }
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: count, mv_data: nil)
+        let rc = mdb_put(handle, db.dbi, &k, &v, options.rawValue | UInt32(MDB_RESERVE))
+        if rc == MDB_KEYEXIST && options.contains(.noOverwrite) { return false }
+        try check(rc, "mdb_put(\(db.name))", path: path)
+        try fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+        return true
+    }
+
     /// Stores `value` under `key`.
     @discardableResult
     public func put(_ db: Database, key: [UInt8], value: [UInt8], options: PutOptions = []) throws -> Bool {
@@ -163,6 +181,22 @@ extension WritableTransaction where Self: ~Copyable {
         try check(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))", path: path)
     }
 
+}
+
+/// Calls `body` with the bytes of an `MDB_val` LMDB filled in, as a span that cannot outlive the call.
+func withBorrowedSpan<R>(_ value: MDB_val, _ body: (RawSpan) throws -> R) rethrows -> R {
+    try body(RawSpan(_unsafeBytes: UnsafeRawBufferPointer(start: value.mv_data, count: value.mv_size)))
+}
+
+extension RawSpan {
+    /// The bytes, copied out of the transaction.
+    public var copiedBytes: [UInt8] { withUnsafeBytes { Array($0) } }
+
+    /// Whether the bytes start with `prefix`.
+    public func starts(with prefix: [UInt8]) -> Bool {
+        guard byteCount >= prefix.count else { return false }
+        return withUnsafeBytes { bytes in prefix.withUnsafeBytes { bytes.prefix($0.count).elementsEqual($0) } }
+    }
 }
 
 /// A copyable view of a transaction, for closures that must reach it (a fold's store, a reader).

@@ -145,7 +145,7 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
             var seen: [[UInt8]] = []
             try env.read { txn in
                 try txn.forEach(db, prefix: [1]) { key, _ in
-                    seen.append(Array(key))
+                    seen.append(key.copiedBytes)
                     return true
                 }
             }

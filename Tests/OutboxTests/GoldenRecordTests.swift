@@ -1,4 +1,5 @@
 import Foundation
+import OutboxLMDB
 import Testing
 
 @testable import Outbox
@@ -91,6 +92,47 @@ import Testing
                     json: JSONText.render(record.json))
             }
             #expect(encoded == stored, "\(type.name): the samples no longer encode as the golden records")
+        }
+    }
+
+    // Records and verdict-table entries are written straight into LMDB's pages (`MDB_RESERVE`): the
+    // size reserved and the bytes written there are exactly the array encoding's (the one pinned above
+    // and the one a fold in memory stores), and they read back where they lie.
+    @Test func thePageEncodingIsTheArrayEncodingByteForByte() throws {
+        for record in Self.samples() {
+            let bytes = RecordCodec.encode(record.event, at: record.at, sequence: record.sequence)
+            let paged = try Self.encodeInPage(RecordCodec.self, record, key: record.sequence)
+            #expect(paged.bytes == bytes, "\(record.event.type.name)")
+            #expect(paged.decoded == record)
+        }
+        let plain = DeciderTests.entry(7)
+        var full = DeciderTests.entry(300, refusals: 3, group: WriteQueued.AtomicGroup(first: WriteID(299), count: 2))
+        full.dependencies = [WriteID(1), WriteID(200)]
+        full.state = .blocked(.failingAlone, refusal: Refusal(status: 409, code: "23505", reason: "duplicate", fields: ["id"]))
+        full.replayed = true
+        full.schemaRefusals = 2
+        full.lastSchemaRefusalAt = Timestamp(milliseconds: -5)
+        full.lastFailure = LastFailure(status: 502, text: "bad gateway é")
+        full.environmentalStreak = 4
+        for (id, entry) in [(UInt64(7), plain), (300, full)] {
+            let paged = try Self.encodeInPage(EntryCodec.self, entry, key: id)
+            #expect(paged.bytes == entry.encode(id: WriteID(id)))
+            #expect(paged.decoded == entry)
+        }
+        let counters = Counters(pending: 300, rejected: 0, blocked: 2, answered: 1 << 40)
+        let paged = try Self.encodeInPage(CountersCodec.self, counters, key: 0)
+        #expect(paged.bytes == counters.encode())
+        #expect(paged.decoded == counters)
+    }
+
+    /// `value` encoded into memory of exactly the size the codec asks LMDB to reserve, and decoded from it.
+    static func encodeInPage<Codec: ValueCodec>(
+        _ codec: Codec.Type, _ value: Codec.Value, key: UInt64
+    ) throws -> (bytes: [UInt8], decoded: Codec.Value) {
+        try withUnsafeBytes(of: key.bigEndian) { key in
+            var page = [UInt8](repeating: 0xEE, count: Codec.storedCount(of: value, key: key))
+            page.withUnsafeMutableBytes { Codec.encode(value, key: key, into: $0) }
+            return (page, try Codec.decode(page.span.bytes, key: key))
         }
     }
 

@@ -81,7 +81,7 @@ import Testing
             var all: [String: [[UInt8]]] = [:]
             for table in ProjectionTable.allCases {
                 try txn.forEach(log.environment.database(table.rawValue), prefix: []) { key, value in
-                    all[table.rawValue, default: []].append(Array(key) + [0xFF] + Array(value))
+                    all[table.rawValue, default: []].append(key.copiedBytes + [0xFF] + value.copiedBytes)
                     return true
                 }
             }
@@ -241,7 +241,7 @@ import Testing
                 #expect(try appender.reader.nextWriteID() == 3)
                 var pending: [UInt64] = []
                 try appender.reader.scan(.pending, Key.userPrefix("alice"), nil) { key, _ in
-                    pending.append(Key.readBigEndian(key, at: key.count - 8))
+                    pending.append(Key.trailingID(key).rawValue)
                     return true
                 }
                 #expect(pending == [1, 2])

@@ -4,27 +4,25 @@
     internal import Darwin
 #endif
 
-/// Appends the binary forms the log and projections store: LEB128 varints, length-prefixed bytes.
-struct ByteWriter {
-    var bytes: [UInt8]
+/// Where the binary forms the log and projections store are written: LEB128 varints, length-prefixed
+/// bytes. One encoder serves three sinks: `ByteWriter` grows an array, `ByteCount` only counts (the
+/// size LMDB must reserve), and `PageWriter` writes into the page LMDB reserved (`MDB_RESERVE`).
+protocol ByteSink {
+    mutating func byte(_ value: UInt8)
+    mutating func raw(_ bytes: UnsafeRawBufferPointer)
+}
 
-    init(capacity: Int = 64) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
-    }
-
-    mutating func byte(_ value: UInt8) { bytes.append(value) }
-
-    mutating func bool(_ value: Bool) { bytes.append(value ? 1 : 0) }
+extension ByteSink {
+    mutating func bool(_ value: Bool) { byte(value ? 1 : 0) }
 
     /// Unsigned LEB128.
     mutating func varint(_ value: UInt64) {
         var value = value
         while value >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            byte(UInt8(truncatingIfNeeded: value) | 0x80)
             value >>= 7
         }
-        bytes.append(UInt8(value))
+        byte(UInt8(value))
     }
 
     mutating func varint(_ value: Int) { varint(UInt64(value)) }
@@ -34,18 +32,21 @@ struct ByteWriter {
 
     /// Eight bytes, big-endian: sortable keys.
     mutating func bigEndian(_ value: UInt64) {
-        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: value.bigEndian) { raw($0) }
     }
 
     mutating func littleEndian32(_ value: UInt32) {
-        for shift in stride(from: 0, through: 24, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+        withUnsafeBytes(of: value.littleEndian) { raw($0) }
     }
 
-    mutating func raw(_ data: some Collection<UInt8>) { bytes.append(contentsOf: data) }
+    mutating func raw(_ data: some Collection<UInt8>) {
+        if let done: Void = data.withContiguousStorageIfAvailable({ raw(UnsafeRawBufferPointer($0)) }) { return done }
+        for value in data { byte(value) }
+    }
 
     mutating func data(_ data: some Collection<UInt8>) {
         varint(data.count)
-        bytes.append(contentsOf: data)
+        raw(data)
     }
 
     mutating func string(_ value: String) {
@@ -53,7 +54,7 @@ struct ByteWriter {
         value.withUTF8 { data($0) }
     }
 
-    mutating func optional<T>(_ value: T?, _ write: (inout ByteWriter, T) -> Void) {
+    mutating func optional<T>(_ value: T?, _ write: (inout Self, T) -> Void) {
         if let value {
             byte(1)
             write(&self, value)
@@ -62,10 +63,57 @@ struct ByteWriter {
         }
     }
 
-    mutating func array<T>(_ values: [T], _ write: (inout ByteWriter, T) -> Void) {
+    mutating func array<T>(_ values: [T], _ write: (inout Self, T) -> Void) {
         varint(values.count)
         for value in values { write(&self, value) }
     }
+}
+
+/// A sink that grows an array.
+struct ByteWriter: ByteSink {
+    var bytes: [UInt8]
+
+    init(capacity: Int = 64) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    mutating func byte(_ value: UInt8) { bytes.append(value) }
+    mutating func raw(_ data: UnsafeRawBufferPointer) { bytes.append(contentsOf: data) }
+}
+
+/// A sink that only counts what would be written.
+struct ByteCount: ByteSink {
+    private(set) var count = 0
+    mutating func byte(_ value: UInt8) { count += 1 }
+    mutating func raw(_ data: UnsafeRawBufferPointer) { count += data.count }
+}
+
+/// A sink over memory reserved for exactly what will be written (a page `MDB_RESERVE` handed out).
+struct PageWriter: ByteSink {
+    private let buffer: UnsafeMutableRawBufferPointer
+    private(set) var offset = 0
+
+    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+
+    /// The bytes written so far.
+    var written: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: buffer[..<offset]) }
+
+    mutating func byte(_ value: UInt8) {
+        precondition(offset < buffer.count, "more bytes written than reserved")
+        buffer[offset] = value
+        offset += 1
+    }
+
+    mutating func raw(_ data: UnsafeRawBufferPointer) {
+        precondition(data.count <= buffer.count - offset, "more bytes written than reserved")
+        guard let source = data.baseAddress else { return }
+        (buffer.baseAddress! + offset).copyMemory(from: source, byteCount: data.count)
+        offset += data.count
+    }
+
+    /// Checks that the reservation was exactly filled.
+    func finish() { precondition(offset == buffer.count, "\(offset) bytes written into \(buffer.count) reserved") }
 }
 
 /// Big-endian key helpers.
@@ -115,6 +163,14 @@ enum Key {
 
     static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in precedes(x, y) } }
+    }
+
+    /// The id a per-user list's key ends with (`user`).
+    static func trailingID(_ key: RawSpan) -> WriteID { WriteID(readBigEndian(key, at: key.byteCount - 8)) }
+
+    /// The eight bytes at `offset`, big-endian; the span must hold them.
+    static func readBigEndian(_ bytes: RawSpan, at offset: Int = 0) -> UInt64 {
+        bytes.unsafeLoadUnaligned(fromByteOffset: offset, as: UInt64.self).bigEndian
     }
 
     static func readBigEndian(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) -> UInt64 {

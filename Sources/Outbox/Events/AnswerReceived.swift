@@ -15,7 +15,7 @@ public struct AnswerReceived: EventPayload {
         self.answer = answer
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(passId)
         writer.ids(writes)
         answer.encode(into: &writer)

@@ -5,7 +5,7 @@ public struct AnswersCleared: Hashable, Sendable {
 
     package init(writes: [WriteID]) { self.writes = writes }
 
-    func encode(into writer: inout ByteWriter) { writer.ids(writes) }
+    func encode(into writer: inout some ByteSink) { writer.ids(writes) }
     static func decode(from reader: inout ByteReader) throws -> AnswersCleared { AnswersCleared(writes: try reader.ids()) }
     var jsonFields: [String: JSONValue] { ["writes": .ids(writes)] }
 }

@@ -24,7 +24,7 @@ public struct AttemptStarted: EventPayload {
         self.writes = writes
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(passId)
         writer.array(writes) { w, sent in
             w.varint(sent.id.rawValue)

@@ -11,7 +11,7 @@ public struct BatchAborted: EventPayload {
         self.writes = writes
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(passId)
         writer.ids(writes)
     }

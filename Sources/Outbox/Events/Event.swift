@@ -115,7 +115,31 @@ public enum Event: Hashable, Sendable {
     /// The payload's fields for the JSON view (server texts included: this view is for audits).
     public var jsonFields: [String: JSONValue] { payload.jsonFields }
 
-    func encodePayload(into writer: inout ByteWriter) { payload.encode(into: &writer) }
+    /// Writes the payload. Each case calls its payload's own encoder, so the encoder is specialized for
+    /// the sink (through `payload`, every byte would go through the protocol's generic witness).
+    func encodePayload(into writer: inout some ByteSink) {
+        switch self {
+        case .logCreated(let p): p.encode(into: &writer)
+        case .writeQueued(let p): p.encode(into: &writer)
+        case .sessionSettled(let p): p.encode(into: &writer)
+        case .networkSwitched(let p): p.encode(into: &writer)
+        case .passStarted(let p): p.encode(into: &writer)
+        case .attemptStarted(let p): p.encode(into: &writer)
+        case .answerReceived(let p): p.encode(into: &writer)
+        case .verdictRecorded(let p): p.encode(into: &writer)
+        case .verdictsRecorded(let p): p.encode(into: &writer)
+        case .schemaRefusalCounted(let p): p.encode(into: &writer)
+        case .writeFailed(let p): p.encode(into: &writer)
+        case .passEnded(let p): p.encode(into: &writer)
+        case .batchAborted(let p): p.encode(into: &writer)
+        case .writeReleased(let p): p.encode(into: &writer)
+        case .writeWithdrawn(let p): p.encode(into: &writer)
+        case .writeDiscarded(let p): p.encode(into: &writer)
+        case .localDataCleared(let p): p.encode(into: &writer)
+        case .writeCancelled(let p): p.encode(into: &writer)
+        case .answersTaken(let p), .answersForgotten(let p): p.encode(into: &writer)
+        }
+    }
 
     static func decodePayload(type: EventType, from reader: inout ByteReader) throws -> Event {
         switch type {
@@ -147,7 +171,7 @@ public enum Event: Hashable, Sendable {
 private struct ClearedPayload: EventPayload {
     static let type = EventType.answersForgotten
     let cleared: AnswersCleared
-    func encode(into writer: inout ByteWriter) { cleared.encode(into: &writer) }
+    func encode(into writer: inout some ByteSink) { cleared.encode(into: &writer) }
     static func decode(from reader: inout ByteReader) throws -> ClearedPayload {
         ClearedPayload(cleared: try .decode(from: &reader))
     }

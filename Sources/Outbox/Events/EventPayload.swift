@@ -2,7 +2,7 @@
 /// show itself to a person (the CLI renders events as JSON; the log stores binary).
 protocol EventPayload: Hashable, Sendable {
     static var type: EventType { get }
-    func encode(into writer: inout ByteWriter)
+    func encode(into writer: inout some ByteSink)
     static func decode(from reader: inout ByteReader) throws -> Self
     /// The writes whose history this event belongs to (R8.3).
     var writeIDs: [WriteID] { get }
@@ -10,7 +10,7 @@ protocol EventPayload: Hashable, Sendable {
     var jsonFields: [String: JSONValue] { get }
 }
 
-extension ByteWriter {
+extension ByteSink {
     mutating func ids(_ ids: [WriteID]) { array(ids) { $0.varint($1.rawValue) } }
 }
 

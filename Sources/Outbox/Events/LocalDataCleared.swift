@@ -11,7 +11,7 @@ public struct LocalDataCleared: EventPayload {
         self.writes = writes
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.string(user)
         writer.ids(writes)
     }

@@ -6,7 +6,7 @@ public struct LogCreated: EventPayload {
 
     package init(origin: Origin) { self.origin = origin }
 
-    func encode(into writer: inout ByteWriter) { origin.encode(into: &writer) }
+    func encode(into writer: inout some ByteSink) { origin.encode(into: &writer) }
     static func decode(from reader: inout ByteReader) throws -> LogCreated {
         LogCreated(origin: try Origin.decode(from: &reader))
     }

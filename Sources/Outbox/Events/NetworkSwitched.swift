@@ -6,7 +6,7 @@ public struct NetworkSwitched: EventPayload {
 
     package init(enabled: Bool) { self.enabled = enabled }
 
-    func encode(into writer: inout ByteWriter) { writer.bool(enabled) }
+    func encode(into writer: inout some ByteSink) { writer.bool(enabled) }
     static func decode(from reader: inout ByteReader) throws -> NetworkSwitched { NetworkSwitched(enabled: try reader.bool()) }
     var writeIDs: [WriteID] { [] }
     var jsonFields: [String: JSONValue] { ["enabled": .bool(enabled)] }

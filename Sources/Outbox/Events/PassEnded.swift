@@ -11,7 +11,7 @@ public struct PassEnded: EventPayload {
         self.stoppedBy = stoppedBy
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(passId)
         writer.optional(stoppedBy) { $1.encode(into: &$0) }
     }

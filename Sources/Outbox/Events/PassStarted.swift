@@ -23,7 +23,7 @@ public struct PassStarted: EventPayload {
         self.batchSize = batchSize
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(passId)
         writer.string(user)
         writer.optional(table) { $0.string($1) }

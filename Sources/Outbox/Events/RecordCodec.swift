@@ -34,13 +34,19 @@ package enum RecordCodec {
     /// The record for `event` at `sequence`.
     package static func encode(_ event: Event, at time: Timestamp, sequence: UInt64) -> [UInt8] {
         var writer = ByteWriter(capacity: 96)
+        writeBody(event, at: time, into: &writer)
+        let crc = writer.bytes.withUnsafeBytes { checksum(sequence: sequence, body: $0) }
+        writer.littleEndian32(crc)
+        return writer.bytes
+    }
+
+    /// Everything the checksum covers after the sequence number: the version, the type, the time and
+    /// the payload.
+    static func writeBody(_ event: Event, at time: Timestamp, into writer: inout some ByteSink) {
         writer.byte(event.type.currentVersion)
         writer.byte(event.type.rawValue)
         writer.signed(time.rawValue)
         event.encodePayload(into: &writer)
-        let crc = writer.bytes.withUnsafeBytes { checksum(sequence: sequence, body: $0) }
-        writer.littleEndian32(crc)
-        return writer.bytes
     }
 
     /// CRC32C over the sequence number's 8 big-endian bytes, then `body`.
@@ -70,13 +76,19 @@ package enum RecordCodec {
         do {
             var reader = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[2..<bodyCount]))
             let time = Timestamp(milliseconds: try reader.signed())
-            var payload = try reader.raw(reader.remaining)
-            if version < type.currentVersion { payload = try Upcasting.upcast(type: type, from: version, payload: payload) }
-            let event = try payload.withUnsafeBytes { raw in
+            func decodePayload(_ raw: UnsafeRawBufferPointer) throws -> Event {
                 var payloadReader = ByteReader(raw)
                 let event = try Event.decodePayload(type: type, from: &payloadReader)
                 try payloadReader.expectEnd()
                 return event
+            }
+            // A current payload is decoded where it lies; an older one is upcast into a copy first.
+            let event: Event
+            if version < type.currentVersion {
+                let payload = try Upcasting.upcast(type: type, from: version, payload: try reader.raw(reader.remaining))
+                event = try payload.withUnsafeBytes { try decodePayload($0) }
+            } else {
+                event = try decodePayload(UnsafeRawBufferPointer(rebasing: bytes[(bodyCount - reader.remaining)..<bodyCount]))
             }
             return RecordedEvent(sequence: sequence, at: time, event: event)
         } catch let failure as DecodeFailure {

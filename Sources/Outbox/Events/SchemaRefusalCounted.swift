@@ -14,7 +14,7 @@ public struct SchemaRefusalCounted: EventPayload {
         self.count = count
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(writeId.rawValue)
         writer.varint(passId)
         writer.varint(count)

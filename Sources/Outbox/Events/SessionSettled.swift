@@ -12,7 +12,7 @@ public struct SessionSettled: EventPayload {
         self.identityChanged = identityChanged
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.optional(user) { $0.string($1) }
         writer.bool(identityChanged)
     }

@@ -22,7 +22,7 @@ public struct VerdictRecorded: EventPayload {
         self.replayed = replayed
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(writeId.rawValue)
         writer.optional(passId) { $0.varint($1) }
         state.encode(into: &writer)

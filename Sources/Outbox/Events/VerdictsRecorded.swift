@@ -17,7 +17,7 @@ public struct VerdictsRecorded: EventPayload {
         }
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(passId)
         writer.array(verdicts) { writer, verdict in
             writer.varint(verdict.writeId.rawValue)

@@ -6,7 +6,7 @@ public struct WriteCancelled: EventPayload {
 
     package init(writeId: WriteID) { self.writeId = writeId }
 
-    func encode(into writer: inout ByteWriter) { writer.varint(writeId.rawValue) }
+    func encode(into writer: inout some ByteSink) { writer.varint(writeId.rawValue) }
 
     static func decode(from reader: inout ByteReader) throws -> WriteCancelled {
         WriteCancelled(writeId: try reader.id())

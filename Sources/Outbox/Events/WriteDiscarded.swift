@@ -11,7 +11,7 @@ public struct WriteDiscarded: EventPayload {
         self.withDependents = withDependents
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(writeId.rawValue)
         writer.bool(withDependents)
     }

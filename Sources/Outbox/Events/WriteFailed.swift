@@ -21,7 +21,7 @@ public struct WriteFailed: EventPayload {
         self.streak = streak
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(writeId.rawValue)
         writer.varint(passId)
         writer.optional(status) { $0.varint($1) }

@@ -78,7 +78,7 @@ public struct WriteQueued: EventPayload {
     /// Every write this one must follow: `dependsOn` and `follows`, ascending, without repeats.
     public var dependencies: [WriteID] { Array(Set(dependsOn + follows)).sorted() }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(id.rawValue)
         writer.string(user)
         writer.string(table)

@@ -15,7 +15,7 @@ public struct WriteReleased: EventPayload {
         self.reason = reason
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(writeId.rawValue)
         idempotencyKey.encode(into: &writer)
         writer.optional(reason) { $0.byte($1.code) }

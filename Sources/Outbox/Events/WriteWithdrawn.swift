@@ -12,7 +12,7 @@ public struct WriteWithdrawn: EventPayload {
         self.row = row
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.varint(writeId.rawValue)
         row.encode(into: &writer)
     }

@@ -9,11 +9,11 @@ package struct Appender {
     private(set) var nextSequence: UInt64
     package private(set) var appended: [RecordedEvent] = []
     private var projector: Projector<TransactionStore>
-    private let putRecord: (UInt64, [UInt8]) throws -> Void
+    private let putRecord: (RecordedEvent) throws -> Void
 
     init(
         time: Timestamp, nextSequence: UInt64, store: TransactionStore, reader: StoreReader,
-        putRecord: @escaping (UInt64, [UInt8]) throws -> Void
+        putRecord: @escaping (RecordedEvent) throws -> Void
     ) {
         self.time = time
         self.nextSequence = nextSequence
@@ -26,7 +26,7 @@ package struct Appender {
     @discardableResult
     package mutating func append(_ event: Event) throws -> RecordedEvent {
         let recorded = RecordedEvent(sequence: nextSequence, at: time, event: event)
-        try putRecord(nextSequence, RecordCodec.encode(event, at: time, sequence: nextSequence))
+        try putRecord(recorded)
         try projector.apply(recorded)
         appended.append(recorded)
         nextSequence += 1

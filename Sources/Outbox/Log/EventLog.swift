@@ -13,9 +13,9 @@ package final class EventLog: Sendable {
     let clock: any OutboxClock
     let random: any RandomSource
     let crashPlan: CrashPlan?
-    private let logDatabase: Database
-    /// Indexed by `ProjectionTable.index`: an array, not a dictionary, on the path of every put and get.
-    private let tables: [Database]
+    /// The log's and the projections' tables; projections are found by index, not by name, on the path
+    /// of every put and get.
+    private let tables: LogTables
     package let committer = GroupCommitter()
     /// Where the reads the API offers as `async` run (see `ReadExecutor`).
     package let reads = ReadExecutor()
@@ -55,21 +55,15 @@ package final class EventLog: Sendable {
         clock = options.clock
         random = options.random
         crashPlan = options.crashPlan
-        let logDatabase = environment.database("log")
-        let tables = ProjectionTable.allCases.map { environment.database($0.rawValue) }
-        self.logDatabase = logDatabase
+        let tables = LogTables(environment)
         self.tables = tables
 
         let (last, applied, layout, storedOrigin) = try storageErrors(path: path) {
             try environment.read { txn in
-                let last = try Self.lastSequence(txn.unsafeAccess, logDatabase, path: path)
-                let applied = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.applied).map {
-                    Key.readBigEndianArray($0)
-                }
-                let layout = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.layout).map {
-                    Key.readBigEndianArray($0)
-                }
-                let origin = try txn.get(tables[ProjectionTable.meta.index], key: MetaKey.origin).flatMap { bytes in
+                let last = try Self.lastSequence(txn.unsafeAccess, tables.log.database, path: path)
+                let applied = try txn.get(tables[.meta], key: MetaKey.applied).map { Key.readBigEndianArray($0) }
+                let layout = try txn.get(tables[.meta], key: MetaKey.layout).map { Key.readBigEndianArray($0) }
+                let origin = try txn.get(tables[.meta], key: MetaKey.origin).flatMap { bytes in
                     bytes.withUnsafeBytes { raw in
                         var reader = ByteReader(raw)
                         return try? Origin.decode(from: &reader)
@@ -128,16 +122,12 @@ package final class EventLog: Sendable {
 
     private func withAppender<R>(_ txn: borrowing WriteTransaction, _ body: (inout Appender) throws -> R) throws -> R {
         let access = txn.unsafeAccess
-        let last = try Self.lastSequence(access, logDatabase, path: path) ?? 0
-        let logDatabase = self.logDatabase
+        let log = tables.log
+        let last = try Self.lastSequence(access, log.database, path: path) ?? 0
         let store = TransactionStore(access: access, tables: tables, memory: storeMemory.withLock { $0.take() } ?? .init())
         var appender = Appender(
             time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
-            putRecord: { sequence, record in
-                _ = try withUnsafeBytes(of: sequence.bigEndian) { key in
-                    try record.withUnsafeBytes { try access.put(logDatabase, key: key, value: $0, options: .append) }
-                }
-            }
+            putRecord: { recorded in try access.put(log, recorded.sequence, recorded, options: .append) }
         )
         let result = try body(&appender)
         let memory = store.releaseMemory()
@@ -152,11 +142,13 @@ package final class EventLog: Sendable {
 
     /// Reads one event of the log in a transaction; nil when there is none.
     private func recordReader(_ access: some ReadableTransaction) -> (UInt64) throws -> RecordedEvent? {
-        let logDatabase = self.logDatabase
+        let log = tables.log
         let path = self.path
         return { sequence in
-            try withUnsafeBytes(of: sequence.bigEndian) { key in
-                try access.withValue(logDatabase, key: key) { bytes in try Self.decode(bytes, sequence: sequence, path: path) }
+            do {
+                return try access.get(log, sequence)
+            } catch let failure as RecordCodec.Failure {
+                throw OutboxError.damagedRecord(path: path, sequence: sequence, reason: failure.reason)
             }
         }
     }
@@ -165,8 +157,8 @@ package final class EventLog: Sendable {
     private func reader(_ access: some ReadableTransaction) -> StoreReader {
         let tables = self.tables
         return StoreReader(
-            value: { table, key in try access.get(tables[table.index], key: key) },
-            scan: { table, prefix, start, visit in try access.forEach(tables[table.index], prefix: prefix, from: start, visit) },
+            value: { table, key in try access.get(tables[table], key: key) },
+            scan: { table, prefix, start, visit in try access.forEach(tables[table], prefix: prefix, from: start, visit) },
             record: recordReader(access))
     }
 
@@ -238,36 +230,38 @@ package final class EventLog: Sendable {
     ) throws {
         let path = self.path
         var expected = max(from, 1)
-        try access.withCursor(logDatabase) { cursor in
-            var entry = try cursor.seek(atLeast: Key.id(expected))
-            while let current = entry, expected <= to {
-                let sequence = try Self.sequence(ofKey: current.key, expected: expected, path: path)
-                let event = try Self.decode(current.value, sequence: sequence, path: path)
-                guard try body(event) else { return }
-                expected += 1
-                entry = try cursor.next()
-            }
+        func visit(_ key: RawSpan, _ value: RawSpan) throws -> Bool {
+            guard expected <= to else { return false }
+            let sequence = try Self.sequence(ofKey: key, expected: expected, path: path)
+            guard try body(try Self.decode(value, sequence: sequence, path: path)) else { return false }
+            expected += 1
+            return true
+        }
+        try access.withCursor(tables.log.database) { cursor in
+            var more = try cursor.seek(atLeast: Key.id(expected), visit)
+            while more == true { more = try cursor.next(visit) }
         }
     }
 
     /// The sequence of the log's last record, nil for an empty log; a key that is not 8 bytes is damage.
     private static func lastSequence(_ access: some ReadableTransaction, _ log: Database, path: String) throws -> UInt64? {
         try access.withCursor(log) { cursor in
-            guard let last = try cursor.last() else { return nil }
-            guard last.key.count == 8 else {
-                throw OutboxError.damaged(path: path, "the log's last key is \(last.key.count) bytes, not 8")
+            try cursor.last { key, _ in
+                guard key.byteCount == 8 else {
+                    throw OutboxError.damaged(path: path, "the log's last key is \(key.byteCount) bytes, not 8")
+                }
+                return Key.readBigEndian(key)
             }
-            return Key.readBigEndian(last.key)
         }
     }
 
     /// The sequence a log key holds, which must be `expected`: the log's keys are 8 bytes and run on
     /// without a gap (R8.2). Anything else is damage, named by the first sequence that is missing.
-    static func sequence(ofKey key: UnsafeRawBufferPointer, expected: UInt64, path: String) throws(OutboxError) -> UInt64 {
-        guard key.count == 8 else {
+    static func sequence(ofKey key: RawSpan, expected: UInt64, path: String) throws(OutboxError) -> UInt64 {
+        guard key.byteCount == 8 else {
             throw OutboxError.damaged(
                 path: path,
-                "the key after sequence \(expected - 1) is \(key.count) bytes, not 8: sequence \(expected) is missing",
+                "the key after sequence \(expected - 1) is \(key.byteCount) bytes, not 8: sequence \(expected) is missing",
                 sequence: expected)
         }
         let sequence = Key.readBigEndian(key)
@@ -284,8 +278,8 @@ package final class EventLog: Sendable {
         try storageErrors(path: path) {
             try environment.read { txn in
                 var found: [(UInt64, [UInt8])] = []
-                try txn.unsafeAccess.forEach(logDatabase, prefix: []) { key, value in
-                    found.append((Key.readBigEndian(key), Array(value)))
+                try txn.unsafeAccess.forEach(tables.log.database, prefix: []) { key, value in
+                    found.append((Key.readBigEndian(key), value.copiedBytes))
                     return true
                 }
                 return found
@@ -296,12 +290,12 @@ package final class EventLog: Sendable {
     /// Every entry of the verdict table (`writes`), key and value (the damaged-log harness finds them in
     /// the data file).
     package func storedWriteEntries() throws -> [(key: [UInt8], value: [UInt8])] {
-        let writes = tables[ProjectionTable.writes.index]
+        let writes = tables[.writes]
         return try storageErrors(path: path) {
             try environment.read { txn in
                 var found: [([UInt8], [UInt8])] = []
                 try txn.unsafeAccess.forEach(writes, prefix: []) { key, value in
-                    found.append((Array(key), Array(value)))
+                    found.append((key.copiedBytes, value.copiedBytes))
                     return true
                 }
                 return found
@@ -312,15 +306,18 @@ package final class EventLog: Sendable {
     /// The sequence number of the last event.
     package func lastSequence() throws -> UInt64 {
         try storageErrors(path: path) {
-            try environment.read { txn in try Self.lastSequence(txn.unsafeAccess, logDatabase, path: path) }
+            try environment.read { txn in try Self.lastSequence(txn.unsafeAccess, tables.log.database, path: path) }
                 ?? 0
         }
     }
 
     /// Decodes one stored record; damage becomes an `OutboxError` naming the file and sequence (R8.6).
-    static func decode(_ bytes: UnsafeRawBufferPointer, sequence: UInt64, path: String) throws(OutboxError) -> RecordedEvent {
+    static func decode(_ bytes: RawSpan, sequence: UInt64, path: String) throws(OutboxError) -> RecordedEvent {
+        let result = bytes.withUnsafeBytes { raw in
+            Result { () throws(RecordCodec.Failure) in try RecordCodec.decode(raw, sequence: sequence) }
+        }
         do {
-            return try RecordCodec.decode(bytes, sequence: sequence)
+            return try result.get()
         } catch {
             throw OutboxError.damagedRecord(path: path, sequence: sequence, reason: error.reason)
         }
@@ -332,19 +329,18 @@ package final class EventLog: Sendable {
     /// part way leaves the old projections as they were (R8.2).
     package func rebuild() throws {
         let tables = self.tables
-        let logDatabase = self.logDatabase
         let path = self.path
         let crashPlan = self.crashPlan
         try storageErrors(path: path) {
             try environment.write { txn in
                 let access = txn.unsafeAccess
-                for table in ProjectionTable.allCases { try access.clear(tables[table.index]) }
-                let total = try access.count(logDatabase)
+                for table in ProjectionTable.allCases { try access.clear(tables[table]) }
+                let total = try access.count(tables.log.database)
                 let store = TransactionStore(access: access, tables: tables)
                 var projector = Projector(store: store)
                 var last: UInt64 = 0
                 var folded = 0
-                try access.forEach(logDatabase, prefix: []) { key, value in
+                try access.forEach(tables.log.database, prefix: []) { key, value in
                     last = try Self.sequence(ofKey: key, expected: last + 1, path: path)
                     try projector.apply(try Self.decode(value, sequence: last, path: path))
                     folded += 1

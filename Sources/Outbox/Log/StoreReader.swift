@@ -11,7 +11,7 @@ struct StoreReader {
     let value: (ProjectionTable, [UInt8]) throws -> [UInt8]?
     /// Entries of `table` whose key starts with the prefix, from the start key, in key order, until
     /// the body returns false.
-    let scan: (ProjectionTable, [UInt8], [UInt8]?, (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Void
+    let scan: (ProjectionTable, [UInt8], [UInt8]?, (RawSpan, RawSpan) throws -> Bool) throws -> Void
     /// The event at a sequence number, or nil when there is none; a damaged record throws.
     let record: (UInt64) throws -> RecordedEvent?
     /// The verdict table's entry of a write, when the source holds entries decoded (a write
@@ -114,7 +114,7 @@ extension MemoryProjections {
             scan: { table, prefix, start, body in
                 for (key, value) in self.sortedEntries(table) where key.starts(with: prefix) {
                     if let start, key.lexicographicallyPrecedes(start) { continue }
-                    let keep = try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try body(k, v) } }
+                    let keep = try body(key.span.bytes, value.span.bytes)
                     if !keep { return }
                 }
             },

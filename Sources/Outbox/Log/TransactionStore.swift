@@ -18,7 +18,7 @@ internal import OutboxLMDB
 /// flush is a merge of a few runs, not a sort of a hash table's order.
 final class TransactionStore: ProjectionStore {
     private let access: WriteAccess
-    private let tables: [Database]
+    private let tables: LogTables
     /// Indexed by `ProjectionTable.index`; the slots of `.writes` and `.counters` stay empty.
     private var held: [HeldTable<StoreKey, [UInt8]>]
     private var entries: HeldTable<WriteID, WriteEntry>
@@ -38,7 +38,7 @@ final class TransactionStore: ProjectionStore {
         init() {}
     }
 
-    init(access: WriteAccess, tables: [Database], memory: Memory = Memory()) {
+    init(access: WriteAccess, tables: LogTables, memory: Memory = Memory()) {
         self.access = access
         self.tables = tables
         held = memory.held
@@ -74,7 +74,7 @@ final class TransactionStore: ProjectionStore {
             return try entry(id).map { $0.encode(id: id) }
         case .counters:
             let bytes = key.bytes
-            guard let user = Key.user(ofPrefix: bytes) else { return try access.get(tables[table.index], key: bytes) }
+            guard let user = Key.user(ofPrefix: bytes) else { return try access.get(tables[table], key: bytes) }
             let found = try counters(user)
             return found.isZero ? nil : found.encode()
         default:
@@ -86,7 +86,7 @@ final class TransactionStore: ProjectionStore {
     }
 
     private func lmdbValue(_ table: ProjectionTable, _ key: UnsafeRawBufferPointer) throws -> [UInt8]? {
-        try access.withValue(tables[table.index], key: key) { Array($0) }
+        try access.withValue(tables[table], key: key) { $0.copiedBytes }
     }
 
     func set(_ table: ProjectionTable, _ key: StoreKey, _ value: [UInt8]) throws {
@@ -117,9 +117,7 @@ final class TransactionStore: ProjectionStore {
 
     func entry(_ id: WriteID) throws -> WriteEntry? {
         if let slot = entries.slot(id) { return slot.value }
-        let found = try withUnsafeBytes(of: id.rawValue.bigEndian) { key in
-            try access.withValue(tables[ProjectionTable.writes.index], key: key) { try WriteEntry.decode($0, id: id) }
-        }
+        let found = try access.get(tables.entries, id)
         try keep { $0.entries.keep(id, found, isWritten: true) }
         return found
     }
@@ -134,9 +132,7 @@ final class TransactionStore: ProjectionStore {
 
     func counters(_ user: String) throws -> Counters {
         if let slot = counters.slot(user) { return slot.value ?? Counters() }
-        let found = try access.get(tables[ProjectionTable.counters.index], key: Key.userPrefix(user)).map {
-            try Counters.decode($0)
-        }
+        let found = try access.get(tables.counters, user)
         try keep { $0.counters.keep(user, found, isWritten: true) }
         return found ?? Counters()
     }
@@ -161,24 +157,23 @@ final class TransactionStore: ProjectionStore {
     /// Writes the changed entries of `table` in key order, appending those past its last key, and
     /// forgets the table's held entries (LMDB now holds what they say).
     private func write(_ table: ProjectionTable) throws {
-        let database = tables[table.index]
         switch table {
         case .writes:
             heldCount -= entries.count
-            try entries.write(to: database, access) { id, entry in entry.encode(id: id) }
+            try entries.write(to: tables.entries, access)
         case .counters:
             heldCount -= counters.count
-            try counters.write(to: database, access) { _, counters in counters.encode() }
+            try counters.write(to: tables.counters, access)
         default:
             heldCount -= held[table.index].count
-            try held[table.index].write(to: database, access) { _, value in value }
+            try held[table.index].write(to: tables.bytes(table), access)
         }
     }
 
     /// Entries of `table` under `prefix`, from `start`, as LMDB holds them once its changes are written.
     func scan(
         _ table: ProjectionTable, _ prefix: [UInt8], _ start: [UInt8]?,
-        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+        _ body: (RawSpan, RawSpan) throws -> Bool
     ) throws {
         let pending =
             switch table {
@@ -187,34 +182,27 @@ final class TransactionStore: ProjectionStore {
             default: held[table.index].changed
             }
         if pending > 0 { try write(table) }
-        try access.forEach(tables[table.index], prefix: prefix, from: start, body)
+        try access.forEach(tables[table], prefix: prefix, from: start, body)
     }
 }
 
-/// A held table's key: its bytes in LMDB, and their order.
+/// A held table's key: its order in LMDB, and a digest to find it by.
 private protocol HeldTableKey: Equatable {
     static func precedes(_ a: Self, _ b: Self) -> Bool
     /// A well-mixed 64-bit hash of the key, stable within the process.
     var digest: UInt64 { get }
-    func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R
 }
 
 extension WriteID: HeldTableKey {
     fileprivate static func precedes(_ a: WriteID, _ b: WriteID) -> Bool { a.rawValue < b.rawValue }
     /// Fibonacci hashing: consecutive ids spread over the whole table.
     fileprivate var digest: UInt64 { rawValue &* 0x9E37_79B9_7F4A_7C15 }
-    fileprivate func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try withUnsafeBytes(of: rawValue.bigEndian) { try body($0) }
-    }
 }
 
 extension String: HeldTableKey {
     /// The order of the keys `Key.userPrefix` makes: the UTF-8 bytes, then NUL.
     fileprivate static func precedes(_ a: String, _ b: String) -> Bool { Key.precedes(Key.userPrefix(a), Key.userPrefix(b)) }
     fileprivate var digest: UInt64 { StableHash.of(self) }
-    fileprivate func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try Key.userPrefix(self).withUnsafeBytes { try body($0) }
-    }
 }
 
 /// One table's held entries, in the order they were first touched, with an index by key.
@@ -263,11 +251,12 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
         changed = 0
     }
 
-    /// Writes the changed slots in key order (new keys past the table's last with `MDB_APPEND`), then
-    /// forgets every slot. The slots are nearly in order already: the stable sort merges their runs.
-    mutating func write(
-        to database: Database, _ access: WriteAccess, value: (K, Value) -> [UInt8]
-    ) throws {
+    /// Writes the changed slots in key order (new keys past the table's last with `MDB_APPEND`), each
+    /// value encoded into its page, then forgets every slot. The slots are nearly in order already: the
+    /// stable sort merges their runs.
+    mutating func write<Keys: KeyCodec, Values: ValueCodec>(
+        to table: Table<Keys, Values>, _ access: WriteAccess
+    ) throws where Keys.Key == K, Values.Value == Value {
         defer { removeAll() }
         guard changed > 0 else { return }
         var order: [Int] = []
@@ -275,29 +264,25 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
         for position in slots.indices where !slots[position].isWritten { order.append(position) }
         order.sort { K.precedes(slots[$0].key, slots[$1].key) }
         // The keys go in ascending order: once one is past the table's last key, so is every one after.
-        let last = try access.withCursor(database) { cursor in try cursor.last().map { Array($0.key) } }
+        let last = try access.withCursor(table.database) { cursor in try cursor.last { key, _ in key.copiedBytes } }
         var appending = last == nil
         for position in order {
             let slot = slots[position]
-            try slot.key.withStoredBytes { bytes in
+            try Keys.withStoredBytes(of: slot.key) { key in
                 if !appending, let last {
-                    appending = last.withUnsafeBufferPointer { Key.precedes($0, bytes.assumingMemoryBound(to: UInt8.self)) }
+                    appending = last.withUnsafeBufferPointer { Key.precedes($0, key.assumingMemoryBound(to: UInt8.self)) }
                 }
-                guard let stored = slot.value else {
-                    try access.delete(database, key: bytes)
+                guard let value = slot.value else {
+                    try access.delete(table.database, key: key)
                     return
                 }
-                _ = try value(slot.key, stored).withUnsafeBytes {
-                    try access.put(database, key: bytes, value: $0, options: appending ? .append : [])
-                }
+                try access.put(table, storedKey: key, value, options: appending ? .append : [])
             }
         }
     }
 }
 
-extension StoreKey: HeldTableKey {
-    fileprivate func withStoredBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R { try withBytes(body) }
-}
+extension StoreKey: HeldTableKey {}
 
 /// A held table's index: slot positions by key digest, open addressing with linear probing in a
 /// power-of-two table at most half full. It spares every lookup the dictionary's per-instance hashing

@@ -51,7 +51,8 @@ extension EventLog {
             let rebuilt = fresh.sortedEntries(table)
             var index = 0
             var found: String?
-            try access.forEach(environment.database(table.rawValue), prefix: []) { key, value in
+            try access.forEach(environment.database(table.rawValue), prefix: []) { stored, storedValue in
+                let key = stored.copiedBytes
                 guard index < rebuilt.count else {
                     found = "projection '\(table.rawValue)' holds key \(hex(key)), which a rebuild does not"
                     return false
@@ -61,7 +62,7 @@ extension EventLog {
                     found = "projection '\(table.rawValue)' holds key \(hex(key)) where a rebuild has \(hex(freshKey))"
                     return false
                 }
-                if !freshValue.elementsEqual(value) {
+                if !storedValue.withUnsafeBytes({ freshValue.elementsEqual($0) }) {
                     found = "projection '\(table.rawValue)' differs from a rebuild at key \(hex(key))"
                     return false
                 }

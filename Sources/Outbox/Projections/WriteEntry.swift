@@ -23,6 +23,14 @@ struct WriteEntry: Hashable, Sendable {
     /// caught wherever it is read (Specs/log-format.md).
     func encode(id: WriteID) -> [UInt8] {
         var w = ByteWriter(capacity: 64)
+        writeFields(into: &w)
+        let crc = w.bytes.withUnsafeBytes { Self.checksum(id: id, fields: $0) }
+        w.littleEndian32(crc)
+        return w.bytes
+    }
+
+    /// The fields the checksum covers after the id.
+    func writeFields(into w: inout some ByteSink) {
         w.varint(queuedSequence)
         w.string(user)
         w.string(table)
@@ -42,9 +50,6 @@ struct WriteEntry: Hashable, Sendable {
             w.optional(failure.text) { $0.string($1) }
         }
         w.varint(environmentalStreak)
-        let crc = w.bytes.withUnsafeBytes { Self.checksum(id: id, fields: $0) }
-        w.littleEndian32(crc)
-        return w.bytes
     }
 
     private static func checksum(id: WriteID, fields: UnsafeRawBufferPointer) -> UInt32 {
@@ -86,6 +91,10 @@ struct WriteEntry: Hashable, Sendable {
     }
 
     static func decode(_ bytes: [UInt8], id: WriteID) throws -> WriteEntry {
+        try bytes.withUnsafeBytes { try decode($0, id: id) }
+    }
+
+    static func decode(_ bytes: RawSpan, id: WriteID) throws -> WriteEntry {
         try bytes.withUnsafeBytes { try decode($0, id: id) }
     }
 
@@ -149,20 +158,24 @@ struct Counters: Hashable, Sendable {
 
     func encode() -> [UInt8] {
         var w = ByteWriter(capacity: 8)
+        write(into: &w)
+        return w.bytes
+    }
+
+    func write(into w: inout some ByteSink) {
         w.varint(pending)
         w.varint(rejected)
         w.varint(blocked)
         w.varint(answered)
-        return w.bytes
     }
 
-    static func decode(_ bytes: [UInt8]) throws -> Counters {
-        try bytes.withUnsafeBytes { raw in
-            var r = ByteReader(raw)
-            let counters = Counters(pending: try r.int(), rejected: try r.int(), blocked: try r.int(), answered: try r.int())
-            try r.expectEnd()
-            return counters
-        }
+    static func decode(_ bytes: [UInt8]) throws -> Counters { try bytes.withUnsafeBytes { try decode($0) } }
+
+    static func decode(_ raw: UnsafeRawBufferPointer) throws -> Counters {
+        var r = ByteReader(raw)
+        let counters = Counters(pending: try r.int(), rejected: try r.int(), blocked: try r.int(), answered: try r.int())
+        try r.expectEnd()
+        return counters
     }
 }
 

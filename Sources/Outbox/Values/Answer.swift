@@ -23,7 +23,7 @@ public enum WriteVerdict: Hashable, Sendable {
     /// failure is a refusal), its key is resent later, and the pass stops after the batch.
     case notSent(RequestFailure?)
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         switch self {
         case .accepted: writer.byte(0)
         case .merged(let fields):
@@ -142,7 +142,7 @@ public struct RequestFailure: Error, Hashable, Sendable {
         self.text = (text ?? (self.code == nil ? code : nil)).map { Refusal.cut($0) }
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.byte(kind.code)
         writer.optional(status) { $0.varint($1) }
         writer.optional(code) { $0.string($1) }
@@ -169,7 +169,7 @@ public enum RequestAnswer: Hashable, Sendable {
     /// The response broke the wire contract; the library's own description of how (never server text).
     case contractBroken(String)
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         switch self {
         case .answered(let answers):
             writer.byte(0)

@@ -35,7 +35,7 @@ public struct IdempotencyKey: Hashable, Sendable, CustomStringConvertible {
         return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(chars[$0]) }.joined(separator: "-")
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.bigEndian(high)
         writer.bigEndian(low)
     }

@@ -58,7 +58,7 @@ extension JSONValue {
         case isFalse, isTrue, int, double, string, array, object
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         switch self {
         case .null: writer.byte(Tag.null.rawValue)
         case .bool(let value): writer.byte(value ? Tag.isTrue.rawValue : Tag.isFalse.rawValue)

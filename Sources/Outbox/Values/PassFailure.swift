@@ -46,7 +46,7 @@ public struct PassFailure: Hashable, Sendable {
         self.retryAfter = retryAfter
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.byte(kind.code)
         writer.optional(status) { $0.varint($1) }
         writer.optional(code) { $0.string($1) }

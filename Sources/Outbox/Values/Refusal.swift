@@ -77,7 +77,7 @@ public struct Refusal: Hashable, Sendable {
     /// A refusal the library makes because a write this one waits for was withdrawn or discarded.
     public static func unsent(because reason: String) -> Refusal { Refusal(reason: reason, isFinal: true) }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         writer.optional(status) { $0.varint($1) }
         writer.optional(code) { $0.string($1) }
         writer.optional(reason) { $0.string($1) }

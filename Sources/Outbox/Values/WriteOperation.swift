@@ -33,7 +33,7 @@ public enum WriteOperation: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         switch self {
         case .insert: writer.byte(0)
         case .update: writer.byte(1)

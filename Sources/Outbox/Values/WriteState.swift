@@ -61,7 +61,7 @@ public enum WriteState: Hashable, Sendable {
         }
     }
 
-    func encode(into writer: inout ByteWriter) {
+    func encode(into writer: inout some ByteSink) {
         switch self {
         case .pending: writer.byte(0)
         case .accepted: writer.byte(1)

@@ -1,0 +1,83 @@
+/// How a table stores its keys. A key is encoded where the caller's stack can hold it (an integer's
+/// eight big-endian bytes, a short key inline), never into an array of its own.
+public protocol KeyCodec {
+    associatedtype Key
+    /// Calls `body` with the stored bytes of `key`.
+    static func withStoredBytes<R>(of key: Key, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R
+}
+
+/// How a table stores its values. A value is encoded straight into the page LMDB reserves for it
+/// (`MDB_RESERVE`), so it needs its exact size first; it is decoded from the page it lies in. Both
+/// see the key's stored bytes, so a value may check that it is under its own key (a checksum over both).
+public protocol ValueCodec {
+    associatedtype Value
+    /// The number of bytes `encode` writes.
+    static func storedCount(of value: Value, key: UnsafeRawBufferPointer) -> Int
+    /// Writes exactly `storedCount(of:key:)` bytes into `buffer`.
+    static func encode(_ value: Value, key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer)
+    static func decode(_ stored: RawSpan, key: UnsafeRawBufferPointer) throws -> Value
+}
+
+/// A database whose keys and values have codecs (heed's `Database<KeyCodec, DataCodec>`): reads decode
+/// from LMDB's page, writes encode into it.
+///
+/// The generic operations are `@inlinable`, so they are specialized for each table's codecs in the
+/// module that uses them instead of calling the codecs through their protocols.
+public struct Table<Keys: KeyCodec, Values: ValueCodec>: Sendable {
+    public let database: Database
+    public init(_ database: Database) { self.database = database }
+}
+
+extension ReadableTransaction where Self: ~Copyable {
+    /// The value under `key`, decoded, or nil when there is none.
+    @inlinable
+    public func get<Keys, Values>(_ table: Table<Keys, Values>, _ key: Keys.Key) throws -> Values.Value? {
+        try Keys.withStoredBytes(of: key) { stored in
+            try withValue(table.database, key: stored) { try Values.decode($0, key: stored) }
+        }
+    }
+}
+
+extension WritableTransaction where Self: ~Copyable {
+    /// Stores `value` under `key`, encoded in place. Returns false only with `.noOverwrite` when the key
+    /// exists.
+    @inlinable @discardableResult
+    public func put<Keys, Values>(
+        _ table: Table<Keys, Values>, _ key: Keys.Key, _ value: Values.Value, options: PutOptions = []
+    ) throws -> Bool {
+        try Keys.withStoredBytes(of: key) { try put(table, storedKey: $0, value, options: options) }
+    }
+
+    /// Stores `value` under the key whose stored bytes are `key`, encoded in place.
+    @inlinable @discardableResult
+    public func put<Keys, Values>(
+        _ table: Table<Keys, Values>, storedKey key: UnsafeRawBufferPointer, _ value: Values.Value, options: PutOptions = []
+    ) throws -> Bool {
+        try put(table.database, key: key, reserving: Values.storedCount(of: value, key: key), options: options) {
+            Values.encode(value, key: key, into: $0)
+        }
+    }
+
+    /// Removes `key`; returns whether it was there.
+    @inlinable @discardableResult
+    public func delete<Keys, Values>(_ table: Table<Keys, Values>, _ key: Keys.Key) throws -> Bool {
+        try Keys.withStoredBytes(of: key) { try delete(table.database, key: $0) }
+    }
+}
+
+/// Keys that are unsigned 64-bit integers, stored as eight big-endian bytes (so LMDB's byte order is
+/// their numeric order).
+public enum BigEndianKey: KeyCodec {
+    public static func withStoredBytes<R>(of key: UInt64, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+        try withUnsafeBytes(of: key.bigEndian) { try body($0) }
+    }
+}
+
+/// Values stored as the bytes they are.
+public enum BytesValue: ValueCodec {
+    public static func storedCount(of value: [UInt8], key: UnsafeRawBufferPointer) -> Int { value.count }
+    public static func encode(_ value: [UInt8], key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) {
+        value.withUnsafeBytes { buffer.copyMemory(from: $0) }
+    }
+    public static func decode(_ stored: RawSpan, key: UnsafeRawBufferPointer) -> [UInt8] { stored.copiedBytes }
+}
