@@ -79,6 +79,16 @@ let everyKindOfEvent: [Event] = {
                 for _ in 0..<8 { reference = reference & 1 != 0 ? (reference >> 1) ^ 0x82F6_3B78 : reference >> 1 }
             }
             #expect(CRC32C.checksum(bytes[0..<length]) == ~reference, "length \(length)")
+            // Continued over two parts, the second starting at any alignment, it is the same checksum
+            // (the codecs checksum a key, then the value after it).
+            for split in [0, 1, 3, length / 2, length] where split <= length {
+                let continued = bytes.withUnsafeBytes { raw in
+                    CRC32C.update(
+                        CRC32C.update(0, UnsafeRawBufferPointer(rebasing: raw[0..<split])),
+                        UnsafeRawBufferPointer(rebasing: raw[split..<length]))
+                }
+                #expect(continued == ~reference, "length \(length) split at \(split)")
+            }
         }
     }
 

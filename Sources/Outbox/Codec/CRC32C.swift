@@ -2,51 +2,46 @@
 ///
 /// The checksum every log record carries. Check value: `CRC32C.checksum("123456789")` is `0xE3069283`.
 package enum CRC32C {
-    private static let tables: [[UInt32]] = {
-        var tables = [[UInt32]](repeating: [UInt32](repeating: 0, count: 256), count: 8)
+    /// The eight slicing tables, one after another in one allocation that lives as long as the
+    /// process: table k's entry for byte b is at k * 256 + b. Read through a pointer, with no array to
+    /// retain per call and no bounds check per byte (every index is a byte plus a table's offset).
+    // nonisolated(unsafe): filled once by the static's thread-safe initialization, only read after.
+    nonisolated(unsafe) private static let table: UnsafePointer<UInt32> = {
+        let table = UnsafeMutablePointer<UInt32>.allocate(capacity: 8 * 256)
         for byte in 0..<256 {
             var crc = UInt32(byte)
             for _ in 0..<8 { crc = (crc & 1) != 0 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
-            tables[0][byte] = crc
+            table[byte] = crc
         }
-        for byte in 0..<256 {
-            for slice in 1..<8 {
-                let previous = tables[slice - 1][byte]
-                tables[slice][byte] = (previous >> 8) ^ tables[0][Int(previous & 0xFF)]
+        for slice in 1..<8 {
+            for byte in 0..<256 {
+                let previous = table[(slice - 1) * 256 + byte]
+                table[slice * 256 + byte] = (previous >> 8) ^ table[Int(previous & 0xFF)]
             }
         }
-        return tables
+        return UnsafePointer(table)
     }()
 
     /// Continues `crc` (a value this function returned, or 0 to start) over `bytes`.
     package static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress else { return crc }
+        let t = table
         var crc = ~crc
         var index = 0
         let count = bytes.count
-        tables.withUnsafeBufferPointer { t in
-            let t0 = t[0]
-            let t1 = t[1]
-            let t2 = t[2]
-            let t3 = t[3]
-            let t4 = t[4]
-            let t5 = t[5]
-            let t6 = t[6]
-            let t7 = t[7]
-            while count - index >= 8 {
-                let lo =
-                    crc
-                    ^ (UInt32(bytes[index]) | UInt32(bytes[index + 1]) << 8
-                        | UInt32(bytes[index + 2]) << 16 | UInt32(bytes[index + 3]) << 24)
-                crc =
-                    t7[Int(lo & 0xFF)] ^ t6[Int((lo >> 8) & 0xFF)] ^ t5[Int((lo >> 16) & 0xFF)] ^ t4[Int(lo >> 24)]
-                    ^ t3[Int(bytes[index + 4])] ^ t2[Int(bytes[index + 5])] ^ t1[Int(bytes[index + 6])]
-                    ^ t0[Int(bytes[index + 7])]
-                index += 8
-            }
-            while index < count {
-                crc = (crc >> 8) ^ t0[Int((crc ^ UInt32(bytes[index])) & 0xFF)]
-                index += 1
-            }
+        while count - index >= 8 {
+            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            let lo = crc ^ UInt32(truncatingIfNeeded: word)
+            let hi = UInt32(truncatingIfNeeded: word >> 32)
+            crc =
+                t[7 * 256 + Int(lo & 0xFF)] ^ t[6 * 256 + Int((lo >> 8) & 0xFF)] ^ t[5 * 256 + Int((lo >> 16) & 0xFF)]
+                ^ t[4 * 256 + Int(lo >> 24)] ^ t[3 * 256 + Int(hi & 0xFF)] ^ t[2 * 256 + Int((hi >> 8) & 0xFF)]
+                ^ t[256 + Int((hi >> 16) & 0xFF)] ^ t[Int(hi >> 24)]
+            index += 8
+        }
+        while index < count {
+            crc = (crc >> 8) ^ t[Int((crc ^ UInt32(base.load(fromByteOffset: index, as: UInt8.self))) & 0xFF)]
+            index += 1
         }
         return ~crc
     }
