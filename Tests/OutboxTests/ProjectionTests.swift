@@ -124,6 +124,33 @@ import Testing
         }
     }
 
+    // R8.3: a drained write's verdict is indexed with the answer it decides: the index holds one entry
+    // for the attempt and one for the answer, whose value is the verdict's offset. The history still
+    // lists every event, and a rebuild indexes the same bytes (R8.2).
+    @Test func aVerdictIsIndexedWithItsAnswer() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, transport: SimulatedInstance())
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
+            try await client.sync()
+            let history = try client.log.environment.read { txn in
+                var entries: [(sequence: UInt64, offsets: [UInt8])] = []
+                try txn.forEach(client.log.environment.database("history"), prefix: Key.id(ids[1].rawValue)) { key, value in
+                    entries.append((Key.readBigEndian(key, at: 8), value.copiedBytes))
+                    return true
+                }
+                return entries
+            }
+            #expect(history.map(\.offsets) == [[], [1]])
+            let events = try await client.history(of: ids[1])
+            #expect(events.map(\.event.type) == [.writeQueued, .attemptStarted, .answerReceived, .verdictsRecorded])
+            #expect(events.dropFirst().map(\.sequence) == [history[0].sequence, history[1].sequence, history[1].sequence + 1])
+            let incremental = try Self.projectionBytes(client.log)
+            try client.log.rebuild()
+            #expect(try Self.projectionBytes(client.log) == incremental)
+            #expect(try client.log.verify().isOK)
+        }
+    }
+
     // R8.2: verify finds a projection that disagrees with the log.
     @Test func verifyFindsATamperedProjection() async throws {
         try await withTemporaryLog { path in

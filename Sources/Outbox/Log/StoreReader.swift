@@ -86,8 +86,21 @@ struct StoreReader {
     /// the write's `writeQueued` from its entry while the queue holds it.
     func historySequences(of id: WriteID) throws -> [UInt64] {
         var result: [UInt64] = []
-        try scan(.history, Key.id(id.rawValue), nil) { key, _ in
-            result.append(Key.readBigEndian(key, at: 8))
+        try scan(.history, Key.id(id.rawValue), nil) { key, value in
+            let sequence = Key.readBigEndian(key, at: 8)
+            result.append(sequence)
+            // The events indexed with it: a verdict with its answer, as offsets from its sequence.
+            guard value.byteCount > 0 else { return true }
+            try value.withUnsafeBytes { bytes in
+                var offsets = ByteReader(bytes)
+                while !offsets.isAtEnd {
+                    let (later, overflow) = sequence.addingReportingOverflow(try offsets.varint())
+                    guard !overflow, later > result.last! else {
+                        throw DecodeFailure("the history index of write \(id) is damaged at sequence \(sequence)")
+                    }
+                    result.append(later)
+                }
+            }
             return true
         }
         if let queued = try entry(id)?.queuedSequence, !result.contains(queued) {

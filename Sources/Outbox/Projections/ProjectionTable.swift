@@ -13,8 +13,10 @@ package enum ProjectionTable: String, CaseIterable, Sendable {
     case blocked
     /// Per user, answered writes not yet taken or forgotten (R6.1).
     case answered
-    /// Write id, sequence → empty: the per-write history index (R8.3). A write's `writeQueued` is in
-    /// it once the write has left the queue; until then its entry in `writes` keeps that sequence.
+    /// Write id, sequence → the offsets (varints) of the later events indexed with it, usually none: the
+    /// per-write history index (R8.3). A write's verdict on an answer is indexed with the answer. A
+    /// write's `writeQueued` is in it once the write has left the queue; until then its entry in
+    /// `writes` keeps that sequence.
     case history
     /// `RowKey` → the ids of one user's writes to one (table, key), as of the last write queued to
     /// it: readers skip the settled ones, and the next write to the row drops them (R2.2).
@@ -54,4 +56,4 @@ enum MetaKey {
 }
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 9
+let projectionLayoutVersion: UInt64 = 10

@@ -6,19 +6,54 @@
 /// an event naming a write the queue does not hold changes nothing but the history index.
 struct Projector<Store: ProjectionStore> {
     var store: Store
+    /// The last `answerReceived` folded and the verdict events right after it, which share its entries
+    /// in the history index.
+    private var answerRun: AnswerRun?
+
+    init(store: Store) { self.store = store }
 
     mutating func apply(_ recorded: RecordedEvent) throws {
         // The history index lists every event naming a write but the `writeQueued` that queued it: the
         // verdict table keeps that sequence while the queue holds the write, and the index gets it when
         // the write leaves (`remove`). A new write costs the log, its entry and its pending key (R8.3).
         if case .writeQueued(let queued) = recorded.event, try isNew(queued.id) {
+            answerRun = nil
             return try queue(queued, at: recorded.sequence)
+        }
+        // The verdicts on an answer follow it in the log, in the transaction that records it. A write's
+        // verdict there is indexed in the answer's entry for the write, (id, the answer's sequence), whose
+        // value lists the later sequences as varint offsets: a drained write costs the index one entry
+        // a request's attempt and one for its answer and verdicts, not one an event. The run is the
+        // log's own order, so a rebuild (one fold of the whole log) indexes exactly as the appends did.
+        var run = answerRun
+        answerRun = nil
+        switch recorded.event {
+        case .answerReceived(let answer):
+            answerRun = AnswerRun(sequence: recorded.sequence, writes: answer.writes, last: recorded.sequence)
+            run = nil
+        case .verdictRecorded, .verdictsRecorded:
+            if run?.last == recorded.sequence - 1 {
+                run?.last = recorded.sequence
+                answerRun = run
+            } else {
+                run = nil
+            }
+        default:
+            run = nil
         }
         let ids = recorded.event.writeIDs
         // Once per write, though an event may name one twice; ids in ascending order (a batch's) cannot.
         let ascending = zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }
         for (position, id) in ids.enumerated() where ascending || position == 0 || !ids[..<position].contains(id) {
-            try store.set(.history, StoreKey.pair(id.rawValue, recorded.sequence), [])
+            if let answered = run?.sequence, answerRun!.contains(id) {
+                let key = StoreKey.pair(id.rawValue, answered)
+                var offsets = ByteWriter(capacity: 4)
+                offsets.raw(try store.value(.history, key) ?? [])
+                offsets.varint(recorded.sequence - answered)
+                try store.set(.history, key, offsets.bytes)
+            } else {
+                try store.set(.history, StoreKey.pair(id.rawValue, recorded.sequence), [])
+            }
         }
         switch recorded.event {
         case .logCreated(let created):
@@ -198,5 +233,31 @@ extension Key {
     static func readBigEndianArray(_ bytes: [UInt8]) -> UInt64 {
         guard bytes.count == 8 else { return 0 }
         return bytes.withUnsafeBytes { readBigEndian($0) }
+    }
+}
+
+/// An `answerReceived` and the verdict events after it so far (`Projector.apply`).
+private struct AnswerRun {
+    let sequence: UInt64
+    let writes: [WriteID]
+    var last: UInt64
+    /// Where the next write is looked for first: verdicts come in the answer's order.
+    private var next = 0
+
+    init(sequence: UInt64, writes: [WriteID], last: UInt64) {
+        self.sequence = sequence
+        self.writes = writes
+        self.last = last
+    }
+
+    /// Whether the answer names `id`.
+    mutating func contains(_ id: WriteID) -> Bool {
+        if next < writes.count, writes[next] == id {
+            next += 1
+            return true
+        }
+        guard let position = writes.firstIndex(of: id) else { return false }
+        next = position + 1
+        return true
     }
 }
