@@ -172,36 +172,39 @@ func floorEnqueue(path: String, records: [[UInt8]]) -> RawEnvironment {
     return env
 }
 
-/// The layout floor of a drain in batches of `batch`, over a log `floorEnqueue` made: per batch, the
-/// reads the engine makes (the pending keys by cursor, each write's entry and its `writeQueued` record),
-/// one commit with its attempt and its answer records; per write, its verdict record, three history
-/// keys, its entry rewritten, its pending key removed and its answered key added; per commit the
-/// counters and the applied sequence.
+/// The layout floor of a drain in batches of `batch`, over a log `floorEnqueue` made, in the engine's
+/// two commits a request (the attempt is durable before the request goes). First the reads the engine
+/// makes (the pending keys by cursor, each write's entry and its `writeQueued` record), the attempt
+/// record, and per write its attempt's history key. Then the answer record and one record of the
+/// batch's verdicts, and per write: its answer's history key, holding the verdict's offset (put in
+/// place: the attempt's keys of later writes are past it); its entry rewritten; its pending key removed
+/// and its answered key added. Per commit the applied sequence, and the counters with the answers.
 func floorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
     let user = Array("alice".utf8) + [0]
     let entry = [UInt8](repeating: 4, count: 44)
-    let verdict = [UInt8](repeating: 8, count: 12)
     var sequence = UInt64(count)
     var next: UInt64 = 1
     while next <= UInt64(count) {
+        var ids: [UInt64] = []
         env.write(withoutMetaSync: true) { txn in
             let keys = txn.read(.pending, from: user + bigEndian(next), count: batch)
-            let ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+            ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
             for id in ids {
                 _ = txn.get(.writes, id: id)
                 _ = txn.get(.log, id: id)
             }
-            let attempt = sequence + 1
-            let answer = sequence + 2
-            txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 18 * ids.count))
+            sequence += 1
+            txn.put(.log, id: sequence, [UInt8](repeating: 6, count: 4 + 18 * ids.count))
+            for id in ids { txn.put(.history, bigEndian(id) + bigEndian(sequence), [], append: true) }
+            txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
+        }
+        env.write(withoutMetaSync: true) { txn in
+            let answer = sequence + 1
             txn.put(.log, id: answer, [UInt8](repeating: 7, count: 6 + 2 * ids.count))
+            txn.put(.log, id: answer + 1, [UInt8](repeating: 8, count: 4 + 6 * ids.count))
             sequence += 2
             for id in ids {
-                sequence += 1
-                txn.put(.log, id: sequence, verdict)
-                for event in [attempt, answer, sequence] {
-                    txn.put(.history, bigEndian(id) + bigEndian(event), [], append: true)
-                }
+                txn.put(.history, bigEndian(id) + bigEndian(answer), [1], append: false)
                 txn.put(.writes, id: id, entry, append: false)
                 txn.delete(.pending, user + bigEndian(id))
                 txn.put(.answered, user + bigEndian(id), [], append: true)
