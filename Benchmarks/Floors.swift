@@ -145,15 +145,16 @@ func rawDrain(_ env: RawEnvironment, count: Int, batch: Int) {
 
 /// The layout floor of a bulk enqueue: per write, what the engine puts (its `writeQueued` record, its
 /// verdict-table entry, its pending key and its row's slot), and per transaction the user's counters
-/// and two meta values; sizes as the engine's. No engine code runs.
-func floorEnqueue(path: String, records: [[UInt8]]) -> RawEnvironment {
+/// and two meta values; sizes as the engine's. No engine code runs. `perTransaction` writes a commit,
+/// each commit flushed (`fsync`) as an enqueue's is.
+func floorEnqueue(path: String, records: [[UInt8]], perTransaction: Int = 1000) -> RawEnvironment {
     let env = RawEnvironment(path: path, tables: RawTable.allCases)
     let entry = [UInt8](repeating: 3, count: 44)
     let user = Array("alice".utf8) + [0]
     var index = 0
     while index < records.count {
         env.write { txn in
-            let end = min(index + 1000, records.count)
+            let end = min(index + perTransaction, records.count)
             for offset in index..<end {
                 let id = UInt64(offset + 1)
                 txn.put(.log, id: id, records[offset])
@@ -167,42 +168,39 @@ func floorEnqueue(path: String, records: [[UInt8]]) -> RawEnvironment {
             txn.put(.meta, Array("applied".utf8), bigEndian(UInt64(end)), append: false)
             txn.put(.meta, Array("nextWriteId".utf8), bigEndian(UInt64(end + 1)), append: false)
         }
-        index += 1000
+        index += perTransaction
     }
     return env
 }
 
-/// The layout floor of a drain in batches of `batch`, over a log `floorEnqueue` made, in the engine's
-/// two commits a request (the attempt is durable before the request goes). First the reads the engine
-/// makes (the pending keys by cursor, each write's entry and its `writeQueued` record), the attempt
-/// record, and per write its attempt's history key. Then the answer record and one record of the
-/// batch's verdicts, and per write: its answer's history key, holding the verdict's offset (put in
-/// place: the attempt's keys of later writes are past it); its entry rewritten; its pending key removed
-/// and its answered key added. Per commit the applied sequence, and the counters with the answers.
+/// The layout floor of a drain in batches of `batch`, over a log `floorEnqueue` made, one commit a
+/// request as the engine's (the commit that records a request's answer plans the next request and
+/// appends its attempt, so each attempt is committed before its request goes). Per request: the reads
+/// the engine makes (the pending keys by cursor, each write's entry and its `writeQueued` record); the
+/// attempt record, and per write its attempt's history key; the answer record and one record of the
+/// request's verdicts, and per write its answer's history key holding the verdict's offset (put in
+/// place: the attempt's keys of later writes are past it), its entry rewritten, its pending key
+/// removed and its answered key added; per commit the counters and the applied sequence.
 func floorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
     let user = Array("alice".utf8) + [0]
     let entry = [UInt8](repeating: 4, count: 44)
     var sequence = UInt64(count)
     var next: UInt64 = 1
     while next <= UInt64(count) {
-        var ids: [UInt64] = []
         env.write(withoutMetaSync: true) { txn in
             let keys = txn.read(.pending, from: user + bigEndian(next), count: batch)
-            ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+            let ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
             for id in ids {
                 _ = txn.get(.writes, id: id)
                 _ = txn.get(.log, id: id)
             }
-            sequence += 1
-            txn.put(.log, id: sequence, [UInt8](repeating: 6, count: 4 + 18 * ids.count))
-            for id in ids { txn.put(.history, bigEndian(id) + bigEndian(sequence), [], append: true) }
-            txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
-        }
-        env.write(withoutMetaSync: true) { txn in
-            let answer = sequence + 1
+            let attempt = sequence + 1
+            let answer = sequence + 2
+            sequence += 3
+            txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 18 * ids.count))
+            for id in ids { txn.put(.history, bigEndian(id) + bigEndian(attempt), [], append: true) }
             txn.put(.log, id: answer, [UInt8](repeating: 7, count: 6 + 2 * ids.count))
-            txn.put(.log, id: answer + 1, [UInt8](repeating: 8, count: 4 + 6 * ids.count))
-            sequence += 2
+            txn.put(.log, id: sequence, [UInt8](repeating: 8, count: 4 + 6 * ids.count))
             for id in ids {
                 txn.put(.history, bigEndian(id) + bigEndian(answer), [1], append: false)
                 txn.put(.writes, id: id, entry, append: false)

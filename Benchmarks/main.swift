@@ -44,8 +44,8 @@ let options: Options = {
                   FILTER      run only the cases whose name contains it: enqueue-durable, enqueue-concurrent,
                               bulk-enqueue, drain, rejected-backlog, rebuild, history, open, long-life,
                               atomic-group, postgrest, contract; and, only when named, profile-none, profile-enqueue,
-                              profile-drain, profile-floor-none, profile-floor-enqueue, profile-floor-drain (instruction
-                              counts under callgrind)
+                              profile-drain, profile-rebuild, profile-floor-none, profile-floor-enqueue,
+                              profile-floor-drain (instruction counts under callgrind)
                 """)
             exit(0)
         default:
@@ -237,9 +237,10 @@ func withClient(_ path: String, batchSize: Int = 50, _ body: @escaping @Sendable
 
 // Instruction counts: only when named, never in a full run. `profile-none` builds --size writes,
 // `profile-enqueue` also bulk-enqueues them into a fresh log (1000 a transaction), `profile-drain` also
-// drains that log (batches of 100, lean instance); `profile-floor-enqueue` and `profile-floor-drain` do
-// the layout floors' work for the same writes instead (`profile-floor-none` only makes their records). Under callgrind the differences of the totals
-// are the instructions per write, whole (Specs/decisions/010):
+// drains that log (batches of 100, lean instance), `profile-rebuild` rebuilds its projections instead;
+// `profile-floor-enqueue` and `profile-floor-drain` do the layout floors' work for the same writes
+// instead (`profile-floor-none` only makes their records). Under callgrind the differences of the
+// totals are the instructions per write, whole (Specs/decisions/010):
 //   valgrind --tool=callgrind --callgrind-out-file=/dev/null .build/release/outbox-benchmarks --size 20000 profile-enqueue
 if let filter = options.filter, filter.hasPrefix("profile-") {
     let all = writes(options.size ?? 20_000)
@@ -262,13 +263,15 @@ if let filter = options.filter, filter.hasPrefix("profile-") {
             precondition(report.syncedCount == all.count, "drained \(report.syncedCount)")
         }
     }
+    if filter == "profile-rebuild" { try EventLog(path: path).rebuild() }
     removing(path)
     print("profile: \(filter), \(all.count) writes")
     exit(0)
 }
 
 // 1. Durable enqueue one at a time: each returns after its own full-sync commit; one client for all
-// of them. Interleaved with raw LMDB's durable puts, round by round.
+// of them. Interleaved with raw LMDB's durable puts and the layout floor's (a write's puts a commit),
+// round by round.
 if selected("enqueue-durable") {
     let size = options.quick ? 200 : 10_000
     let all = writes(size)
@@ -278,10 +281,11 @@ if selected("enqueue-durable") {
             { temporaryPath() }, { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } },
             tearDown: removing),
         Side({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
+        Side({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
     ])
     report(
-        "1. durable enqueue, one at a time", size: size, measured[0].figure, baseline: "raw LMDB, one durable put a commit",
-        measured[1].figure, ratio: measured[1].ratio)
+        "1. durable enqueue, one at a time", size: size, measured,
+        baselines: ["raw LMDB, one durable put a commit", "the layout floor, one write's puts a commit"])
 }
 
 /// The SQLite peer on a fresh file, and its clean-up.
