@@ -32,7 +32,7 @@ struct Projector<Store: ProjectionStore> {
             answerRun = AnswerRun(sequence: recorded.sequence, writes: answer.writes, last: recorded.sequence)
             run = nil
         case .verdictRecorded, .verdictsRecorded:
-            if run?.last == recorded.sequence - 1 {
+            if run?.last == recorded.sequence &- 1 {
                 run?.last = recorded.sequence
                 answerRun = run
             } else {
