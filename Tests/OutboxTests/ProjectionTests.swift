@@ -135,7 +135,7 @@ import Testing
             let history = try client.log.environment.read { txn in
                 var entries: [(sequence: UInt64, offsets: [UInt8])] = []
                 try txn.forEach(client.log.environment.database("history"), prefix: Key.id(ids[1].rawValue)) { key, value in
-                    entries.append((Key.readBigEndian(key, at: 8), value.copiedBytes))
+                    entries.append((try Key.readBigEndian(key, at: 8), value.copiedBytes))
                     return true
                 }
                 return entries
@@ -148,6 +148,22 @@ import Testing
             try client.log.rebuild()
             #expect(try Self.projectionBytes(client.log) == incremental)
             #expect(try client.log.verify().isOK)
+        }
+    }
+
+    // R8.6: a list key too short to end with an id (a damaged file) is a typed `.damaged` error for the
+    // pass and the queue's reads, never a crash or a read past the key.
+    @Test func aListKeyTooShortForItsIdIsDamage() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path, transport: SimulatedInstance())
+            _ = try await client.enqueue(todo(1))
+            let environment = client.log.environment
+            try environment.write { txn in
+                _ = try txn.put(environment.database("pending"), key: Key.userPrefix("alice") + [7], value: [])
+                _ = try txn.put(environment.database("answered"), key: Key.userPrefix("alice") + [7], value: [])
+            }
+            await #expect(throws: OutboxError.damaged) { try await client.sync() }
+            await #expect(throws: OutboxError.damaged) { try await client.queue.takeAnswered() }
         }
     }
 
@@ -268,7 +284,7 @@ import Testing
                 #expect(try appender.reader.nextWriteID() == 3)
                 var pending: [UInt64] = []
                 try appender.reader.scan(.pending, Key.userPrefix("alice"), nil) { key, _ in
-                    pending.append(Key.trailingID(key).rawValue)
+                    pending.append(try Key.trailingID(key).rawValue)
                     return true
                 }
                 #expect(pending == [1, 2])

@@ -362,7 +362,7 @@ extension OutboxClient {
         try await log.append { appender in
             var ids: [WriteID] = []
             try appender.reader.scan(.writes, [], nil) { key, value in
-                let id = WriteID(Key.readBigEndian(key))
+                let id = WriteID(try Key.readBigEndian(key))
                 if try WriteEntry.decode(value, id: id).user == user { ids.append(id) }
                 return true
             }

@@ -166,11 +166,16 @@ enum Key {
     }
 
     /// The id a per-user list's key ends with (`user`).
-    static func trailingID(_ key: RawSpan) -> WriteID { WriteID(readBigEndian(key, at: key.byteCount - 8)) }
+    static func trailingID(_ key: RawSpan) throws(DecodeFailure) -> WriteID {
+        WriteID(try readBigEndian(key, at: key.byteCount - 8))
+    }
 
-    /// The eight bytes at `offset`, big-endian; the span must hold them.
-    static func readBigEndian(_ bytes: RawSpan, at offset: Int = 0) -> UInt64 {
-        bytes.unsafeLoadUnaligned(fromByteOffset: offset, as: UInt64.self).bigEndian
+    /// The eight bytes at `offset`, big-endian. A stored key too short to hold them is damage.
+    static func readBigEndian(_ bytes: RawSpan, at offset: Int = 0) throws(DecodeFailure) -> UInt64 {
+        guard offset >= 0, bytes.byteCount - offset >= 8 else {
+            throw DecodeFailure("a stored key of \(bytes.byteCount) bytes is too short")
+        }
+        return bytes.unsafeLoadUnaligned(fromByteOffset: offset, as: UInt64.self).bigEndian
     }
 
     static func readBigEndian(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) -> UInt64 {

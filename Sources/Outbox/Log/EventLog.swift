@@ -250,7 +250,7 @@ package final class EventLog: Sendable {
                 guard key.byteCount == 8 else {
                     throw OutboxError.damaged(path: path, "the log's last key is \(key.byteCount) bytes, not 8")
                 }
-                return Key.readBigEndian(key)
+                return try Key.readBigEndian(key)
             }
         }
     }
@@ -264,7 +264,7 @@ package final class EventLog: Sendable {
                 "the key after sequence \(expected - 1) is \(key.byteCount) bytes, not 8: sequence \(expected) is missing",
                 sequence: expected)
         }
-        let sequence = Key.readBigEndian(key)
+        let sequence = key.unsafeLoadUnaligned(as: UInt64.self).bigEndian  // 8 bytes, checked above
         guard sequence == expected else {
             throw OutboxError.damaged(
                 path: path, "sequence \(expected) is missing: the log holds \(sequence) after \(expected - 1)", sequence: expected
@@ -279,7 +279,7 @@ package final class EventLog: Sendable {
             try environment.read { txn in
                 var found: [(UInt64, [UInt8])] = []
                 try txn.unsafeAccess.forEach(tables.log.database, prefix: []) { key, value in
-                    found.append((Key.readBigEndian(key), value.copiedBytes))
+                    found.append((try Key.readBigEndian(key), value.copiedBytes))
                     return true
                 }
                 return found

@@ -76,9 +76,10 @@ package final class GroupCommitter: Sendable {
                     do {
                         results.append(.success(try job.work(&appender)))
                     } catch  where !(error is LMDBError) && appender.appended.count == before {
-                        // Refused before writing anything (validation): this job fails alone. An LMDB
-                        // error (map full included) leaves the transaction to LMDB and fails the group.
-                        results.append(.failure(error))
+                        // Refused before writing anything (validation, or projection bytes that no
+                        // longer decode): this job fails alone. An LMDB error (map full included) leaves
+                        // the transaction to LMDB and fails the group.
+                        results.append(.failure(storageError(error, path: log.path)))
                     }
                 }
                 for job in jobs {

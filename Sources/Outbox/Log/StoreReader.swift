@@ -76,7 +76,7 @@ struct StoreReader {
     func dependents(of id: WriteID) throws -> [WriteID] {
         var result: [WriteID] = []
         try scan(.dependents, Key.id(id.rawValue), nil) { key, _ in
-            result.append(WriteID(Key.readBigEndian(key, at: 8)))
+            result.append(WriteID(try Key.readBigEndian(key, at: 8)))
             return true
         }
         return result
@@ -87,7 +87,7 @@ struct StoreReader {
     func historySequences(of id: WriteID) throws -> [UInt64] {
         var result: [UInt64] = []
         try scan(.history, Key.id(id.rawValue), nil) { key, value in
-            let sequence = Key.readBigEndian(key, at: 8)
+            let sequence = try Key.readBigEndian(key, at: 8)
             result.append(sequence)
             // The events indexed with it: a verdict with its answer, as offsets from its sequence.
             guard value.byteCount > 0 else { return true }

@@ -82,7 +82,7 @@ struct Planner {
         guard let table else { return nil }
         var horizon: WriteID?
         try reader.scan(.pending, Key.userPrefix(user), nil) { key, _ in
-            let id = Key.trailingID(key)
+            let id = try Key.trailingID(key)
             guard let entry = try reader.entry(id), entry.table != table else { return true }
             horizon = id
             return false
@@ -109,7 +109,7 @@ struct Planner {
             return try body(id, entry)
         }
         try reader.scan(.pending, Key.userPrefix(user), nil) { key, _ in
-            let id = Key.trailingID(key)
+            let id = try Key.trailingID(key)
             while next < refused.endIndex, refused[next] < id {
                 defer { next += 1 }
                 if try !visit(refused[next]) {
@@ -133,7 +133,7 @@ struct Planner {
     func rejectedList(_ reader: StoreReader) throws -> [WriteID] {
         var refused: [WriteID] = []
         try reader.scan(.rejected, Key.userPrefix(user), nil) { key, _ in
-            refused.append(Key.trailingID(key))
+            refused.append(try Key.trailingID(key))
             return true
         }
         return refused

@@ -49,7 +49,7 @@ enum QueueOperations {
         var found: [(WriteID, WriteEntry)] = []
         var failure: (any Error)?
         try reader.scan(.answered, Key.userPrefix(user), nil) { key, _ in
-            let id = Key.trailingID(key)
+            let id = try Key.trailingID(key)
             if let ids, !ids.contains(id) { return true }
             do {
                 if let entry = try reader.entry(id) { found.append((id, entry)) }
@@ -180,7 +180,7 @@ enum QueueOperations {
     static func release(reason: BlockedReason, user: String, random: any RandomSource, appender: inout Appender) throws -> Int {
         var ids: [WriteID] = []
         try appender.reader.scan(.blocked, Key.userPrefix(user), nil) { key, value in
-            if value.byteCount == 1, value.unsafeLoad(as: UInt8.self) == reason.code { ids.append(Key.trailingID(key)) }
+            if value.byteCount == 1, value.unsafeLoad(as: UInt8.self) == reason.code { ids.append(try Key.trailingID(key)) }
             return true
         }
         for id in ids {

@@ -116,12 +116,21 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
 func storageErrors<R>(path: String, _ body: () throws -> R) throws -> R {
     do {
         return try body()
-    } catch let error as LMDBError {
-        throw OutboxError.storage(error)
-    } catch let failure as DecodeFailure {
+    } catch {
+        throw storageError(error, path: path)
+    }
+}
+
+/// `error` as `storageErrors` throws it: LMDB's errors as `OutboxError`, projection bytes that no
+/// longer decode as `.damaged` naming the file; anything else as it is.
+func storageError(_ error: any Error, path: String) -> any Error {
+    switch error {
+    case let error as LMDBError: return OutboxError.storage(error)
+    case let failure as DecodeFailure:
         // Projection bytes that no longer read (the log's own records name their sequence already).
-        throw OutboxError.damaged(
+        return OutboxError.damaged(
             path: path, "\(failure.reason); the log itself may be sound: its projections can be rebuilt from it")
+    default: return error
     }
 }
 
