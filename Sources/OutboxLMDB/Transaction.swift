@@ -59,13 +59,10 @@ extension ReadableTransaction where Self: ~Copyable {
         _ db: Database, prefix: [UInt8], from start: [UInt8]? = nil,
         _ body: (_ key: RawSpan, _ value: RawSpan) throws -> Bool
     ) throws {
+        func visit(_ key: RawSpan, _ value: RawSpan) throws -> Bool { key.starts(with: prefix) ? try body(key, value) : false }
         try withCursor(db) { cursor in
-            var more = try cursor.seek(atLeast: start ?? prefix) { key, value in
-                key.starts(with: prefix) ? try body(key, value) : false
-            }
-            while more == true {
-                more = try cursor.next { key, value in key.starts(with: prefix) ? try body(key, value) : false }
-            }
+            var more = try cursor.seek(atLeast: start ?? prefix, visit)
+            while more == true { more = try cursor.next(visit) }
         }
     }
 }

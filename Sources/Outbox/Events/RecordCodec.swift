@@ -98,6 +98,12 @@ package enum RecordCodec {
         }
     }
 
+    /// Decodes a record where it lies in a transaction.
+    static func decode(_ stored: RawSpan, sequence: UInt64) throws(Failure) -> RecordedEvent {
+        let result = stored.withUnsafeBytes { raw in Result { () throws(Failure) in try decode(raw, sequence: sequence) } }
+        return try result.get()
+    }
+
     /// Decodes a record held in an array (tests, fuzzing).
     package static func decode(_ bytes: [UInt8], sequence: UInt64) throws(Failure) -> RecordedEvent {
         let result = bytes.withUnsafeBytes { raw in Result { () throws(Failure) in try decode(raw, sequence: sequence) } }

@@ -313,11 +313,8 @@ package final class EventLog: Sendable {
 
     /// Decodes one stored record; damage becomes an `OutboxError` naming the file and sequence (R8.6).
     static func decode(_ bytes: RawSpan, sequence: UInt64, path: String) throws(OutboxError) -> RecordedEvent {
-        let result = bytes.withUnsafeBytes { raw in
-            Result { () throws(RecordCodec.Failure) in try RecordCodec.decode(raw, sequence: sequence) }
-        }
         do {
-            return try result.get()
+            return try RecordCodec.decode(bytes, sequence: sequence)
         } catch {
             throw OutboxError.damagedRecord(path: path, sequence: sequence, reason: error.reason)
         }

@@ -56,46 +56,45 @@ enum StoreKeyCodec: KeyCodec {
     }
 }
 
-/// The log's records (`RecordCodec`'s layout), under their sequence numbers.
-extension RecordCodec: ValueCodec {
-    static func storedCount(of record: RecordedEvent, key: UnsafeRawBufferPointer) -> Int {
+/// A value codec whose stored form is the value's fields, then a CRC32C (little-endian) over the key's
+/// stored bytes and the fields: a damaged value, or one under another key, is caught when read.
+protocol ChecksummedCodec: ValueCodec {
+    /// The fields the checksum covers after the key.
+    static func writeFields(_ value: Value, into writer: inout some ByteSink)
+}
+
+extension ChecksummedCodec {
+    static func storedCount(of value: Value, key: UnsafeRawBufferPointer) -> Int {
         var count = ByteCount()
-        writeBody(record.event, at: record.at, into: &count)
+        writeFields(value, into: &count)
         return count.count + 4
     }
 
-    static func encode(_ record: RecordedEvent, key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) {
+    static func encode(_ value: Value, key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) {
         var writer = PageWriter(buffer)
-        writeBody(record.event, at: record.at, into: &writer)
+        writeFields(value, into: &writer)
         writer.littleEndian32(CRC32C.update(CRC32C.update(0, key), writer.written))
         writer.finish()
     }
+}
+
+/// The log's records (`RecordCodec`'s layout), under their sequence numbers.
+extension RecordCodec: ChecksummedCodec {
+    static func writeFields(_ record: RecordedEvent, into writer: inout some ByteSink) {
+        writeBody(record.event, at: record.at, into: &writer)
+    }
 
     static func decode(_ stored: RawSpan, key: UnsafeRawBufferPointer) throws(Failure) -> RecordedEvent {
-        let sequence = Key.readBigEndian(key)
-        let result = stored.withUnsafeBytes { bytes in Result { () throws(Failure) in try decode(bytes, sequence: sequence) } }
-        return try result.get()
+        try decode(stored, sequence: Key.readBigEndian(key))
     }
 }
 
 /// The verdict table's entries, checked against the key they are under.
-enum EntryCodec: ValueCodec {
-    static func storedCount(of entry: WriteEntry, key: UnsafeRawBufferPointer) -> Int {
-        var count = ByteCount()
-        entry.writeFields(into: &count)
-        return count.count + 4
-    }
-
-    static func encode(_ entry: WriteEntry, key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) {
-        var writer = PageWriter(buffer)
-        entry.writeFields(into: &writer)
-        writer.littleEndian32(CRC32C.update(CRC32C.update(0, key), writer.written))
-        writer.finish()
-    }
+enum EntryCodec: ChecksummedCodec {
+    static func writeFields(_ entry: WriteEntry, into writer: inout some ByteSink) { entry.writeFields(into: &writer) }
 
     static func decode(_ stored: RawSpan, key: UnsafeRawBufferPointer) throws -> WriteEntry {
-        let id = WriteID(Key.readBigEndian(key))
-        return try stored.withUnsafeBytes { try WriteEntry.decode($0, id: id) }
+        try WriteEntry.decode(stored, id: WriteID(Key.readBigEndian(key)))
     }
 }
 

@@ -51,19 +51,20 @@ extension EventLog {
             let rebuilt = fresh.sortedEntries(table)
             var index = 0
             var found: String?
-            try access.forEach(environment.database(table.rawValue), prefix: []) { stored, storedValue in
-                let key = stored.copiedBytes
+            try access.forEach(environment.database(table.rawValue), prefix: []) { key, value in
+                // Compared where they lie; a key is copied only to be named.
                 guard index < rebuilt.count else {
-                    found = "projection '\(table.rawValue)' holds key \(hex(key)), which a rebuild does not"
+                    found = "projection '\(table.rawValue)' holds key \(hex(key.copiedBytes)), which a rebuild does not"
                     return false
                 }
                 let (freshKey, freshValue) = rebuilt[index]
-                if !freshKey.elementsEqual(key) {
-                    found = "projection '\(table.rawValue)' holds key \(hex(key)) where a rebuild has \(hex(freshKey))"
+                if !key.withUnsafeBytes({ freshKey.elementsEqual($0) }) {
+                    found =
+                        "projection '\(table.rawValue)' holds key \(hex(key.copiedBytes)) where a rebuild has \(hex(freshKey))"
                     return false
                 }
-                if !storedValue.withUnsafeBytes({ freshValue.elementsEqual($0) }) {
-                    found = "projection '\(table.rawValue)' differs from a rebuild at key \(hex(key))"
+                if !value.withUnsafeBytes({ freshValue.elementsEqual($0) }) {
+                    found = "projection '\(table.rawValue)' differs from a rebuild at key \(hex(freshKey))"
                     return false
                 }
                 index += 1
