@@ -22,7 +22,10 @@ Test-only control (not PostgREST), on the same port, with no authentication (loo
                                       {"drop": true}, {"latency": 0.2}, ...]}
       the next requests to the API, one entry each: answer with that status (and code, Retry-After,
       body) without touching the database; {"drop": true}: run the request, commit, then close the
-      connection without answering (the lost acknowledgement); {"latency": s}: wait, then answer.
+      connection without answering (the lost acknowledgement); {"latency": s}: wait, then answer;
+      {}: answer as usual (lets the requests before a fault through); {"strip": "Content-Range"}: run
+      the request, commit, answer without that header; {"status": 200, "raw": "<html>…</html>",
+      "contentType": "text/html"}: answer that text (a middlebox's page) without touching the database.
   GET /_standin/requests   every API request received: method, path, headers (no Authorization)
   DELETE /_standin/requests  forgets them
 
@@ -171,11 +174,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def answer(self, status, body=None, headers=None):
         payload = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        headers = dict(headers or {})
         self.send_response(status)
-        for name, value in (headers or {}).items():
+        content_type = headers.pop("Content-Type", "application/json; charset=utf-8")
+        for name, value in headers.items():
             self.send_header(name, value)
         if status != 204:
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         if status != 204 and payload:
@@ -233,11 +238,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     headers["Retry-After"] = str(fault["retryAfter"])
                 if fault["status"] == 503 and "Retry-After" not in headers:
                     headers["Retry-After"] = "0"
+                if "raw" in fault:
+                    headers["Content-Type"] = fault.get("contentType", "text/html")
+                    return self.answer(fault["status"], fault["raw"].encode(), headers)
                 body_out = fault.get("body", {"code": fault.get("code"), "details": None, "hint": None,
                                               "message": fault.get("message", "stand-in fault")})
                 return self.answer(fault["status"], body_out, headers)
-            self.api(method, path, urllib.parse.parse_qsl(url.query, keep_blank_values=True), body,
-                     drop=bool(fault and fault.get("drop")))
+            self.api(method, path, urllib.parse.parse_qsl(url.query, keep_blank_values=True), body, fault or {})
         except Refused as refused:
             self.error(refused)
         except (BrokenPipeError, ConnectionResetError):
@@ -288,7 +295,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                           hint="Only the following schemas are exposed: %s" % ", ".join(SCHEMAS))
         return name
 
-    def api(self, method, path, query, body, drop):
+    def api(self, method, path, query, body, fault):
         claims = self.claims()
         schema = self.schema(method)
         prefer = parse_prefer(self.headers.get_all("Prefer") or [])
@@ -296,16 +303,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if len(parts) == 2 and parts[0] == "rpc":
             if method != "POST":
                 raise Refused(405, "PGRST101", "Only GET and POST verbs are allowed for functions")
-            return self.run(claims, lambda cur: self.rpc(cur, schema, parts[1], body), drop)
+            return self.run(claims, lambda cur: self.rpc(cur, schema, parts[1], body), fault)
         if len(parts) != 1:
             raise Refused(404, "PGRST125", "Invalid path specified in request URL")
         table = parts[0]
         handlers = {"GET": self.select, "POST": self.insert, "PATCH": self.update, "DELETE": self.delete}
         if method not in handlers:
             raise Refused(405, "PGRST117", "Unsupported HTTP method: %s" % method)
-        return self.run(claims, lambda cur: handlers[method](cur, schema, table, query, body, prefer), drop)
+        return self.run(claims, lambda cur: handlers[method](cur, schema, table, query, body, prefer), fault)
 
-    def run(self, claims, work, drop):
+    def run(self, claims, work, fault):
         """One transaction, as PostgREST runs a request: the role and claims set, then the work."""
         role = claims.get("role") or ANON_ROLE
         authed = role != ANON_ROLE
@@ -327,7 +334,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             code = diag.sqlstate or "XX000"
             message = diag.message_primary or str(error)
             raise Refused(map_sql_to_http(code, message, authed), code, message, diag.message_detail, diag.message_hint)
-        if drop:
+        if fault.get("strip"):
+            out_headers = {k: v for k, v in (out_headers or {}).items() if k.lower() != fault["strip"].lower()}
+        if fault.get("drop"):
             # Committed; the acknowledgement is lost: close without answering.
             self.close_connection = True
             try:

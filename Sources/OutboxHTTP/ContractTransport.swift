@@ -60,7 +60,7 @@ public struct ContractTransport: OutboxTransport {
         let request: HTTPRequest
         do {
             request = HTTPRequest(
-                method: "POST", url: try server.endpoint("rpc/outbox_push"),
+                method: "POST", url: try server.endpoint("rpc", "outbox_push"),
                 headers: server.headers(token: accessToken, writes: batch.writes), body: Self.body(of: batch))
         } catch {
             return .contractBroken("the request could not be made: \(error)")
@@ -79,7 +79,7 @@ public struct ContractTransport: OutboxTransport {
         let body = "{\"key\":" + JSONText.render(key) + ",\"table\":" + JSONText.render(.string(table)) + "}"
         let response = try await server.perform(
             HTTPRequest(
-                method: "POST", url: try server.endpoint("rpc/outbox_row"), headers: server.headers(token: accessToken),
+                method: "POST", url: try server.endpoint("rpc", "outbox_row"), headers: server.headers(token: accessToken),
                 body: Data(body.utf8)))
         guard (200..<300).contains(response.status), case .object(let answer)? = try? JSONText.parse(response.text),
             case .bool(let exists)? = answer["exists"]

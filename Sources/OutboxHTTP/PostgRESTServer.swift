@@ -35,6 +35,9 @@ struct PostgRESTServer: Sendable {
                     "\(url) is plain http to a host other than the loopback: tokens would travel unencrypted (pass allowInsecureHTTP to insist)"
             )
         }
+        if let schema, let problem = Self.nameProblem(schema, "schema") {
+            throw TransportConfigurationError(description: problem)
+        }
         self.url = url
         self.apiKey = apiKey
         self.schema = schema
@@ -64,16 +67,41 @@ struct PostgRESTServer: Sendable {
         return headers
     }
 
-    /// `url` + prefix + `/path`, with `filters` as `column=eq.value` for each key column.
-    func endpoint(_ path: String, filters: JSONValue? = nil, query: [URLQueryItem] = []) throws -> URL {
+    /// Why `name` (a table, schema, function or column) cannot be one path segment or one query name
+    /// as it is, or nil when it can: never a request to another endpoint than the one it names (R9.6).
+    static func nameProblem(_ name: String, _ what: String) -> String? {
+        if name.isEmpty { return "the \(what) name is empty" }
+        if name == "." || name == ".." || name.contains("..") { return "the \(what) name \(quoted(name)) holds '..'" }
+        for scalar in name.unicodeScalars {
+            if "/?#%\\".unicodeScalars.contains(scalar) {
+                return "the \(what) name \(quoted(name)) holds '\(scalar)', which would leave its path segment"
+            }
+            if scalar.properties.generalCategory == .control {
+                return "the \(what) name \(quoted(name)) holds a control character"
+            }
+        }
+        return nil
+    }
+
+    /// A name as a message shows it: cut, with control characters escaped.
+    private static func quoted(_ name: String) -> String {
+        JSONText.render(.string(String(name.unicodeScalars.prefix(64).map(Character.init))))
+    }
+
+    /// `url` + prefix + `/segment/…`, with `filters` as `column=eq.value` for each key column. Each
+    /// segment is one name, checked by `nameProblem` before (a name that fails it is never sent).
+    func endpoint(_ path: String..., filters: JSONValue? = nil, query: [URLQueryItem] = []) throws -> URL {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
             throw TransportConfigurationError(description: "\(url) cannot take a path")
         }
         let base =
             components.percentEncodedPath.hasSuffix("/")
             ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
-        let segments = path.split(separator: "/").map {
-            String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""
+        var segmentAllowed = CharacterSet.urlPathAllowed
+        segmentAllowed.remove(charactersIn: "/;")
+        let segments = try path.map { segment in
+            if let problem = Self.nameProblem(segment, "path") { throw TransportConfigurationError(description: problem) }
+            return segment.addingPercentEncoding(withAllowedCharacters: segmentAllowed) ?? ""
         }
         components.percentEncodedPath = base + pathPrefix + "/" + segments.joined(separator: "/")
         var items = query

@@ -69,6 +69,10 @@ public struct PostgRESTTransport: OutboxTransport {
 
     public func unmadeReason(for write: OutgoingWrite) -> String? {
         if let tables, tables[write.table] == nil { return "the transport has no mapping for table \(write.table)" }
+        if let problem = PostgRESTServer.nameProblem(write.table, "table") { return problem }
+        if case .custom(let name) = write.operation, let problem = PostgRESTServer.nameProblem(name, "mutation") {
+            return problem
+        }
         guard case .object(let key) = write.key else { return "the key is not an object" }
         if let columns = tables?[write.table], Set(columns) != Set(key.keys) {
             return "the key's members are not the key columns of \(write.table) (\(columns.joined(separator: ", ")))"
@@ -85,54 +89,50 @@ public struct PostgRESTTransport: OutboxTransport {
     /// A group goes as one request (one transaction) only when it is inserts into one table with the
     /// same columns; any other needs the contract transport.
     public func unmadeReason(forGroup group: OutgoingBatch) -> String? {
-        group.writes.count < 2 || combinedInsert(group) != nil
+        group.writes.count < 2 || combinedInserts(group.writes) == group.writes.count
             ? nil : "an atomic group across tables, or of other operations than inserts, needs the contract transport"
     }
 
+    /// A run of inserts into one table with the same columns goes as one request; any other write as a
+    /// request of its own.
+    public func requestSize(for batch: OutgoingBatch) -> Int {
+        max(combinedInserts(batch.writes), 1)
+    }
+
     public func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
-        if let combined = combinedInsert(batch) { return await sendCombined(combined, batch: batch, token: accessToken) }
-        if batch.isAtomic && batch.writes.count > 1 {
-            // One PostgREST request is one transaction; a group that cannot be one request cannot be
-            // applied all or none here.
-            return .answered(
-                batch.writes.map { _ in
-                    WriteAnswer(.refused(Refusal(reason: "an atomic group across tables needs the contract transport")))
-                })
+        guard let first = batch.writes.first else { return .answered([]) }
+        let size = requestSize(for: batch)
+        guard size == 1 else {
+            let combined = Array(batch.writes.prefix(size))
+            let answer = await sendCombined(combined, token: accessToken)
+            return Self.notSent(after: answer, sent: size, unsent: batch.writes.count - size)
         }
-        var answers: [WriteAnswer] = []
-        var applied = Set<WriteID>()
-        let inBatch = Set(batch.writes.map(\.id))
-        for (index, write) in batch.writes.enumerated() {
-            // A write whose dependency in this batch was not applied is not sent (R4.5).
-            if write.dependsOn.contains(where: { inBatch.contains($0) && !applied.contains($0) }) {
-                answers.append(WriteAnswer(.skipped))
-                continue
-            }
-            switch await sendOne(write, token: accessToken) {
-            case .answer(let answer):
-                if answer.verdict.isApplied { applied.insert(write.id) }
-                answers.append(answer)
-            case .stop(let failure):
-                // A failure that may pass: the first write's is the whole request's; after others were
-                // answered, this write and the rest are not sent (pending, uncharged, resent later).
-                guard index > 0 else { return .failed(failure) }
-                let unsent = batch.writes.count - index - 1
-                return .answered(
-                    answers + [WriteAnswer(.notSent(failure))] + Array(repeating: WriteAnswer(.notSent(nil)), count: unsent))
-            case .broken(let description):
-                // Loudly, whole: every write of the request is resent once the server keeps the contract
-                // (inserts are read back, updates and deletes filtered by the key apply once).
-                return .contractBroken(description)
-            }
+        let answer: RequestAnswer
+        switch await sendOne(first, token: accessToken) {
+        case .answer(let one): answer = .answered([one])
+        case .stop(let failure): answer = .failed(failure)
+        case .broken(let description): answer = .contractBroken(description)
         }
-        return .answered(answers)
+        return Self.notSent(after: answer, sent: 1, unsent: batch.writes.count - 1)
+    }
+
+    /// The answer to one request, for a caller that handed more writes than one request carries
+    /// (`requestSize(for:)`): the writes past it are not sent.
+    private static func notSent(after answer: RequestAnswer, sent: Int, unsent: Int) -> RequestAnswer {
+        guard unsent > 0 else { return answer }
+        let rest = Array(repeating: WriteAnswer(.notSent(nil)), count: unsent)
+        switch answer {
+        case .answered(let answers): return .answered(answers + rest)
+        case .failed(let failure): return .answered(Array(repeating: WriteAnswer(.notSent(failure)), count: sent) + rest)
+        case .contractBroken: return answer
+        }
     }
 
     public func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
         let response = try await server.perform(
             HTTPRequest(method: "GET", url: try server.endpoint(table, filters: key), headers: server.headers(token: accessToken))
         )
-        guard (200..<300).contains(response.status), case .array(let rows)? = try? JSONText.parse(response.text) else {
+        guard response.status == 200, case .array(let rows)? = try? JSONText.parse(response.text) else {
             throw PostgRESTError(status: response.status, code: PostgRESTAnswer(response).code)
         }
         return rows.first
@@ -160,8 +160,8 @@ public struct PostgRESTTransport: OutboxTransport {
         } catch {
             return .stop(PostgRESTServer.requestFailure(error))
         }
-        let answer = PostgRESTAnswer(response)
         if (200..<300).contains(response.status) {
+            if let broken = Self.shapeProblem(of: response, to: write.operation) { return .broken(broken) }
             if write.operation == .update || write.operation == .delete {
                 // Asked with count=exact: `*/N` (or a range), and N is how many rows it changed.
                 guard let range = response.header("content-range"), let count = Self.exactCount(range) else {
@@ -175,8 +175,14 @@ public struct PostgRESTTransport: OutboxTransport {
             }
             return .answer(WriteAnswer(.accepted))
         }
+        let answer = PostgRESTAnswer(response)
         if write.operation == .insert, response.status == 409, answer.code == "23505" {
             return await readBack(write, token: token, refused: answer)
+        }
+        // Row-level security refused this row (R9.4): this write's own failure, which may pass; the
+        // batch's other writes go on.
+        if (response.status == 401 || response.status == 403), answer.code == "42501" {
+            return .answer(WriteAnswer(.failed(status: response.status, code: answer.code, text: answer.message)))
         }
         switch Classification.of(status: response.status, code: answer.code) {
         case .refusal, .schemaCache: return .answer(WriteAnswer(.refused(answer.refusal)))
@@ -184,6 +190,26 @@ public struct PostgRESTTransport: OutboxTransport {
         }
     }
 
+    /// What is wrong with a success answer that is not PostgREST's for this request (R9.4), or nil:
+    /// every write goes with `return=minimal`, so PostgREST answers 201 (insert), 200 or 201 (upsert)
+    /// or 204 (update, delete) with no body, and a function 204, or 200 with a JSON body.
+    static func shapeProblem(of response: HTTPResponse, to operation: WriteOperation) -> String? {
+        let statuses: Set<Int>
+        switch operation {
+        case .insert: statuses = [201]
+        case .upsert: statuses = [200, 201]
+        case .update, .delete: statuses = [204]
+        case .custom: statuses = [200, 204]
+        }
+        guard statuses.contains(response.status) else {
+            return "a \(response.status) answer, which PostgREST does not give to a \(operation) with return=minimal"
+        }
+        if case .custom = operation, response.status == 200 {
+            guard (try? JSONText.parse(response.text)) != nil else { return "a 200 answer to a function whose body is not JSON" }
+            return nil
+        }
+        return response.body.isEmpty ? nil : "a \(response.status) answer to a \(operation) with a body where none belongs"
+    }
     /// An insert refused as a duplicate key is read back: the row it made earlier (an acknowledgement
     /// that was lost) holds every column the write sent with the same value.
     private func readBack(_ write: OutgoingWrite, token: String?, refused: PostgRESTAnswer) async -> Outcome {
@@ -204,32 +230,39 @@ public struct PostgRESTTransport: OutboxTransport {
 
     // MARK: - Combined inserts
 
-    /// The batch as one multi-row insert (a JSON array of the rows' bytes), when every write of it is an
-    /// insert into one table with the same columns (one statement: all or none).
-    private func combinedInsert(_ batch: OutgoingBatch) -> Data? {
-        guard batch.writes.count > 1, let first = batch.writes.first else { return nil }
-        var body = Data("[".utf8)
+    /// How many of the leading writes are inserts into one table with the same columns, when at least
+    /// two are (one multi-row statement: all or none); 0 otherwise.
+    private func combinedInserts(_ writes: [OutgoingWrite]) -> Int {
+        guard writes.count > 1, let first = writes.first else { return 0 }
         var columns: Set<String>?
-        for (index, write) in batch.writes.enumerated() {
+        var count = 0
+        for write in writes {
             guard write.operation == .insert, write.table == first.table, case .object(let key) = write.key,
                 case .object(let fields) = write.body
-            else { return nil }
+            else { break }
             let names = Set(key.keys).union(fields.keys)
-            if let columns, columns != names { return nil }
+            if let columns, columns != names { break }
             columns = names
+            count += 1
+        }
+        return count > 1 ? count : 0
+    }
+
+    /// Inserts as one request: a JSON array of the rows' bytes.
+    private func sendCombined(_ writes: [OutgoingWrite], token: String?) async -> RequestAnswer {
+        var body = Data("[".utf8)
+        for (index, write) in writes.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
             body.append(contentsOf: Self.rowJSON(of: write))
         }
         body.append(UInt8(ascii: "]"))
-        return body
-    }
-
-    private func sendCombined(_ body: Data, batch: OutgoingBatch, token: String?) async -> RequestAnswer {
-        let writes = batch.writes
-        var request = HTTPRequest(
-            method: "POST", url: (try? server.endpoint(writes[0].table)) ?? url,
-            headers: server.headers(token: token, writes: writes),
-            body: body)
+        let url: URL
+        do {
+            url = try server.endpoint(writes[0].table)
+        } catch {
+            return .contractBroken("the request could not be made: \(error)")
+        }
+        var request = HTTPRequest(method: "POST", url: url, headers: server.headers(token: token, writes: writes), body: body)
         request.headers["Prefer"] = "return=minimal"
         let response: HTTPResponse
         do {
@@ -237,7 +270,10 @@ public struct PostgRESTTransport: OutboxTransport {
         } catch {
             return .failed(PostgRESTServer.requestFailure(error))
         }
-        if (200..<300).contains(response.status) { return .answered(writes.map { _ in WriteAnswer(.accepted) }) }
+        if (200..<300).contains(response.status) {
+            if let broken = Self.shapeProblem(of: response, to: .insert) { return .contractBroken(broken) }
+            return .answered(writes.map { _ in WriteAnswer(.accepted) })
+        }
         // Refused as a whole (which row, PostgREST does not say): a request-level answer, which the
         // library splits until the refused write is alone.
         return .failed(PostgRESTAnswer(response).failure)
@@ -290,7 +326,7 @@ public struct PostgRESTTransport: OutboxTransport {
         case .custom(let name):
             // The function's arguments are the body alone (its key names the row for ordering).
             return HTTPRequest(
-                method: "POST", url: try server.endpoint("rpc/" + name), headers: headers, body: Data(write.bodyJSON))
+                method: "POST", url: try server.endpoint("rpc", name), headers: headers, body: Data(write.bodyJSON))
         }
     }
 
@@ -366,13 +402,4 @@ struct PostgRESTAnswer {
 
 extension HTTPResponse {
     var text: String { String(decoding: body, as: UTF8.self) }
-}
-
-extension WriteVerdict {
-    var isApplied: Bool {
-        switch self {
-        case .accepted, .merged, .conflicted: return true
-        default: return false
-        }
-    }
 }

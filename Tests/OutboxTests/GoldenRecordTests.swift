@@ -264,6 +264,16 @@ import Testing
                             writeId: WriteID(UInt64(40 + index)), passId: 4, state: state, refusals: index, replayed: index == 1)
                     }))
         ])
+        // A request that goes on with a batch sent as several requests (R9.3), and a write's own
+        // failure with its code (row-level security, R9.4).
+        groups.append([
+            .answerReceived(
+                AnswerReceived(
+                    passId: 3, writes: [301],
+                    answer: .answered([WriteAnswer(.failed(status: 403, code: "42501", text: "new row violates"))]))),
+            .attemptStarted(
+                AttemptStarted(passId: 3, writes: [.init(id: 301, idempotencyKey: key)], batchCount: 5, continuesBatch: true))
+        ])
         // Each group numbered from its own thousand: a case added to one enum adds a record at the end
         // of its group and moves no other record.
         return groups.enumerated().flatMap { group, events in

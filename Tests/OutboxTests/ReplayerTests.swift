@@ -378,9 +378,12 @@ struct DeciderTests {
             schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil, environmentalStreak: 0)
     }
 
-    static func decide(_ answer: RequestAnswer, writes: [UInt64] = [1], refusals: Int = 0) throws -> Decider.Decision {
+    static func decide(_ answer: RequestAnswer, writes: [UInt64] = [1], batchCount: Int? = nil, refusals: Int = 0) throws
+        -> Decider.Decision
+    {
         let input = Decider.Input(
-            passId: 9, writes: writes.map { WriteID($0) }, answer: answer, maxRefusals: 5, at: Timestamp(milliseconds: 0))
+            passId: 9, writes: writes.map { WriteID($0) }, batchCount: batchCount ?? writes.count, answer: answer,
+            maxRefusals: 5, at: Timestamp(milliseconds: 0))
         return try Decider.decide(input) { entry($0.rawValue, refusals: refusals) }
     }
 

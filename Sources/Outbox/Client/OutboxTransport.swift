@@ -4,10 +4,19 @@
 /// batch, and the row read of `withdraw`. A transport maps outcomes; the library decides what
 /// they mean, so every transport is judged by the same rules.
 public protocol OutboxTransport: Sendable {
-    /// Sends one batch, in order, with the session's token, and returns what came back as received:
-    /// one answer per write, one request-level failure, or a response that broke the wire contract.
-    /// A transport reports failures in the result; it does not throw.
+    /// Sends one request of a batch's writes, in order, with the session's token, and returns what came
+    /// back as received: one answer per write, one request-level failure, or a response that broke the
+    /// wire contract. The library hands it at most `requestSize(for:)` writes, and records the answer
+    /// before it sends the next request. A transport reports failures in the result; it does not throw.
     func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer
+
+    /// How many of the batch's leading writes one request carries (at least one): the whole batch for a
+    /// transport whose requests carry a batch (the default), fewer for one that sends a batch as several
+    /// requests (PostgREST: a run of inserts into one table, or one write). The library sends each
+    /// request on its own and records its answer before the next one goes, so after a crash at most
+    /// one request is in doubt. Called while the pass plans, so it must be a quick, pure function of
+    /// the writes.
+    func requestSize(for batch: OutgoingBatch) -> Int
 
     /// Why this write can no longer be made into a request exactly as it was made (no mapping for its
     /// table or operation, a body over the size limit), or nil when it can (the write is then refused "unmade", for good).
@@ -23,6 +32,7 @@ public protocol OutboxTransport: Sendable {
 }
 
 extension OutboxTransport {
+    public func requestSize(for batch: OutgoingBatch) -> Int { batch.writes.count }
     public func unmadeReason(for write: OutgoingWrite) -> String? { nil }
     public func unmadeReason(forGroup group: OutgoingBatch) -> String? { nil }
 }

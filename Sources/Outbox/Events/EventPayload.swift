@@ -74,8 +74,9 @@ extension WriteVerdict {
         case .blocked(let reason, let refusal):
             fields["reason"] = .string(reason.rawValue)
             fields["refusal"] = .optional(refusal) { $0.json(withMessage: true) }
-        case .failed(let status, let text):
+        case .failed(let status, let code, let text):
             fields["status"] = .optional(status) { .int($0) }
+            if let code { fields["code"] = .string(code) }
             fields["text"] = .optional(text) { .string($0) }
         case .notSent(let failure): fields["failure"] = .optional(failure) { $0.json }
         }

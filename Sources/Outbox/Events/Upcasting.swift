@@ -25,5 +25,10 @@ enum Upcasting {
         // answerReceived v2 added the `notSent` verdict (code 7); a v1 record reads as it is, and a
         // build that knows only v1 refuses a v2 record as newer instead of calling it damaged.
         Step(type: .answerReceived, from: 1): { $0 },
+        // answerReceived v3 added the `failed` verdict with a code (code 8), read as v2 is otherwise.
+        Step(type: .answerReceived, from: 2): { $0 },
+        // attemptStarted v1 was a batch of one request (a transport's several requests went under one
+        // attempt): v2 appends the batch's count, 0 read as the request's own, and "starts its batch".
+        Step(type: .attemptStarted, from: 1): { $0 + [0, 0] },
     ]
 }

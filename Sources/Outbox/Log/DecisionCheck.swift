@@ -27,11 +27,15 @@ extension EventLog {
         var found: (UInt64, String)?
         // A `verdictsRecorded` is checked as the run of verdicts it holds, each against what this version
         // decides: a log that recorded them one event each (an earlier version) checks the same.
+        // The pass's last request, and the failure a pass stops with once its batch is sent (R4.4).
+        var attempts: [UInt64: AttemptStarted] = [:]
+        var finishing: [UInt64: PassFailure] = [:]
         func check(_ recorded: RecordedEvent) throws -> Bool {
             let event = recorded.event
-            if let (pass, next) = expectedStop, expected.isEmpty, event.passId == pass {
+            if expected.isEmpty, let pass = event.passId, expectedStop?.pass == pass || finishing[pass] != nil {
+                let next = expectedStop?.pass == pass ? expectedStop?.next : nil
                 switch (event, next) {
-                case (.passEnded(let ended), .stop(let failure)):
+                case (.passEnded(let ended), .stop(let failure)?):
                     if ended.stoppedBy != failure {
                         found = (
                             recorded.sequence,
@@ -39,13 +43,26 @@ extension EventLog {
                         )
                     }
                     expectedStop = nil
-                case (_, .stop(let failure)) where !event.isDecision:
+                case (_, .stop(let failure)?) where !event.isDecision:
                     found = (
                         recorded.sequence,
                         "the pass went on (\(event.type.name)); this version stops it with \(describe(failure))"
                     )
-                case (.passEnded(let ended), _) where ended.stoppedBy != nil:
-                    found = (recorded.sequence, "the pass stopped with \(describe(ended.stoppedBy)); this version goes on")
+                case (.passEnded(let ended), _):
+                    if ended.stoppedBy != finishing[pass] {
+                        found = (
+                            recorded.sequence,
+                            finishing[pass] == nil
+                                ? "the pass stopped with \(describe(ended.stoppedBy)); this version goes on"
+                                : "the pass ended with \(describe(ended.stoppedBy)); this version stops it after the batch with \(describe(finishing[pass]))"
+                        )
+                    }
+                    expectedStop = nil
+                case (.attemptStarted(let attempt), _) where finishing[pass] != nil && !attempt.continuesBatch:
+                    found = (
+                        recorded.sequence,
+                        "the pass went on past the batch; this version stops it after the batch with \(describe(finishing[pass]))"
+                    )
                 default:
                     if !event.isDecision { expectedStop = nil }
                 }
@@ -68,14 +85,19 @@ extension EventLog {
             switch event {
             case .passStarted(let started):
                 settings[started.passId] = started
+            case .attemptStarted(let attempt):
+                attempts[attempt.passId] = attempt
+            case .passEnded(let ended):
+                finishing[ended.passId] = nil
             case .answerReceived(let answer):
                 guard let started = settings[answer.passId] else {
                     found = (recorded.sequence, "an answer for pass \(answer.passId), which never started")
                     return false
                 }
+                let batchCount = attempts[answer.passId].map { $0.batchCount } ?? answer.writes.count
                 let input = Decider.Input(
-                    passId: answer.passId, writes: answer.writes, answer: answer.answer, maxRefusals: started.maxRefusals,
-                    at: recorded.at)
+                    passId: answer.passId, writes: answer.writes, batchCount: max(batchCount, answer.writes.count),
+                    answer: answer.answer, maxRefusals: started.maxRefusals, at: recorded.at)
                 let store = projector.store
                 let decision = try Decider.decide(
                     input,
@@ -84,6 +106,11 @@ extension EventLog {
                     })
                 expected = decision.events.flatMap(\.asSingleEvents)
                 expectedStop = (answer.passId, decision.next)
+                switch decision.next {
+                case .finishBatch(let failure): finishing[answer.passId] = finishing[answer.passId] ?? failure
+                case .stop: finishing[answer.passId] = nil
+                case .goOn, .split: break
+                }
                 answers += 1
             default:
                 break

@@ -22,7 +22,8 @@ package enum AnswerClassifier {
         -> String
     {
         let ids = (0..<max(writes, 0)).map { WriteID(UInt64($0) + 1) }
-        let input = Decider.Input(passId: 1, writes: ids, answer: answer, maxRefusals: max(maxRefusals, 1), at: at)
+        let input = Decider.Input(
+            passId: 1, writes: ids, batchCount: ids.count, answer: answer, maxRefusals: max(maxRefusals, 1), at: at)
         let decision = try? Decider.decide(input) { id in
             WriteEntry(
                 queuedSequence: id.rawValue, user: "u", table: "t", dependencies: [], atomicGroup: nil,
@@ -32,7 +33,7 @@ package enum AnswerClassifier {
         switch decision?.next {
         case .goOn?: return "go on"
         case .split?: return "split"
-        case .stop(let failure)?:
+        case .stop(let failure)?, .finishBatch(let failure)?:
             return "stop: \(failure.kind.rawValue) \(failure.status.map(String.init) ?? "-") \(failure.code ?? "-")"
         case nil: return "no decision"
         }

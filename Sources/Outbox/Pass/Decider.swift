@@ -8,6 +8,9 @@ enum Decider {
         var passId: UInt64
         /// The writes the request carried, in order.
         var writes: [WriteID]
+        /// How many writes the request's batch holds: more than `writes` when a transport sends a batch
+        /// as several requests (R9.3).
+        var batchCount: Int
         var answer: RequestAnswer
         var maxRefusals: Int
         /// When the answer was received.
@@ -16,10 +19,13 @@ enum Decider {
 
     /// What the pass does next.
     enum Next: Hashable {
-        /// Goes on with the next batch.
+        /// Goes on: with the rest of the batch, then the next batch.
         case goOn
-        /// Stops: a failure that may pass, a schema-cache refusal, or a broken contract.
+        /// Stops now: a failure that may pass, a schema-cache refusal, or a broken contract.
         case stop(PassFailure)
+        /// A write failed alone (R4.4): the rest of the batch goes on, those depending on it skipped,
+        /// and the pass stops after the batch with this failure.
+        case finishBatch(PassFailure)
         /// A multi-write batch was refused as a whole: resend it in halves, at once (R4.5).
         case split
     }
@@ -164,10 +170,10 @@ enum Decider {
                 countSchemaRefusal(id, entry, refusal, input, into: &decision)
                 stopAfterBatch(PassFailure(kind: .schemaCache, status: refusal.status, code: refusal.code), into: &decision)
             case .mayPass:
-                failAlone(id, entry, status: refusal.status, text: refusal.message, input, into: &decision)
+                failAlone(id, entry, status: refusal.status, code: nil, text: refusal.message, input, into: &decision)
             }
-        case .failed(let status, let text):
-            failAlone(id, entry, status: status, text: text, input, into: &decision)
+        case .failed(let status, let code, let text):
+            failAlone(id, entry, status: status, code: code, text: text, input, into: &decision)
         case .skipped:
             decision.verdicts.append(SyncReport.Verdict(id: id, kind: .skipped, refusals: entry.refusals))
         case .notSent(let failure):
@@ -199,11 +205,12 @@ enum Decider {
     /// A per-write failure that may pass (R4.4): the write stays pending and the pass stops after the
     /// batch. Only inside a batch the instance otherwise answered does it feed the write's streak.
     private static func failAlone(
-        _ id: WriteID, _ entry: WriteEntry, status: Int?, text: String?, _ input: Input, into decision: inout Decision
+        _ id: WriteID, _ entry: WriteEntry, status: Int?, code: String?, text: String?, _ input: Input,
+        into decision: inout Decision
     ) {
         decision.verdicts.append(SyncReport.Verdict(id: id, kind: .failed, refusals: entry.refusals))
-        stopAfterBatch(PassFailure(kind: .http, status: status), into: &decision)
-        guard input.writes.count > 1 else { return }
+        if case .goOn = decision.next { decision.next = .finishBatch(PassFailure(kind: .http, status: status, code: code)) }
+        guard input.batchCount > 1 else { return }
         let streak = status == 429 ? entry.environmentalStreak : entry.environmentalStreak + 1
         decision.events.append(
             .writeFailed(WriteFailed(writeId: id, passId: input.passId, status: status, text: text, streak: streak)))
@@ -212,9 +219,14 @@ enum Decider {
         }
     }
 
-    /// The first failure of the batch is the one the pass reports.
+    /// The first failure of the request is the one the pass reports; one that stops the pass at once
+    /// outranks a write that failed alone before it.
     private static func stopAfterBatch(_ failure: PassFailure, into decision: inout Decision) {
-        if case .goOn = decision.next { decision.next = .stop(failure) }
+        switch decision.next {
+        case .goOn: decision.next = .stop(failure)
+        case .finishBatch(let first): decision.next = .stop(first)
+        case .stop, .split: break
+        }
     }
 
     private static func decideGroup(
@@ -239,9 +251,9 @@ enum Decider {
         guard refusedOrBlocked else {
             // Only failures that may pass, or skips: nothing applied, nothing charged.
             for (id, entry, answer) in answered {
-                if case .failed(let status, _) = answer.verdict {
+                if case .failed(let status, let code, _) = answer.verdict {
                     decision.verdicts.append(SyncReport.Verdict(id: id, kind: .failed, refusals: entry.refusals))
-                    stopAfterBatch(PassFailure(kind: .http, status: status), into: &decision)
+                    stopAfterBatch(PassFailure(kind: .http, status: status, code: code), into: &decision)
                 } else if case .notSent(let failure) = answer.verdict {
                     // Judged as a write alone, but never charged: a group is refused whole or not at all.
                     decision.verdicts.append(SyncReport.Verdict(id: id, kind: .notSent, refusals: entry.refusals))

@@ -28,17 +28,33 @@ struct Pass: Sendable {
         var done = Set<WriteID>()
         /// The user's rejected list as the pass first read it, less the writes done since (`Planner.rejected`).
         var rejected: [WriteID]?
-        /// Halves of a refused batch still to send (R4.5).
-        var halves: [[WriteID]] = []
+        /// The batch being sent: its writes not sent yet, in parts sent one after the other (the batch as
+        /// planned, or before it the halves of a refused request, R4.5), each part as the transport's
+        /// requests (R9.3). Empty between batches.
+        var batch: [Part] = []
+        /// Whether a request of the batch being sent was attempted already.
+        var inBatch = false
+        /// A write of the batch failed alone (R4.4): the pass stops once the batch is sent.
+        var finishing: PassFailure?
         /// The report lines of the last transaction.
         var verdicts: [SyncReport.Verdict] = []
         var stoppedBy: PassFailure?
+    }
+
+    /// Writes of a batch still to send, planned together (its writes may follow one another).
+    struct Part: Sendable {
+        var writes: [OutgoingWrite]
+        var isAtomic: Bool
+        /// How many writes the part had when planned: the batch that a request's answer is judged in.
+        var count: Int
     }
 
     /// One request, its `attemptStarted` committed.
     struct Request: Sendable {
         var writes: [OutgoingWrite]
         var isAtomic: Bool
+        /// How many writes its batch holds (`Part.count`).
+        var batchCount: Int
     }
 
     func run() async throws -> SyncReport {
@@ -103,7 +119,9 @@ struct Pass: Sendable {
         let writes = request.writes.map(\.id)
         let answer = answer.bounded(writes: writes.count)
         try appender.append(.answerReceived(AnswerReceived(passId: passId, writes: writes, answer: answer)))
-        let input = Decider.Input(passId: passId, writes: writes, answer: answer, maxRefusals: maxRefusals, at: appender.time)
+        let input = Decider.Input(
+            passId: passId, writes: writes, batchCount: request.batchCount, answer: answer, maxRefusals: maxRefusals,
+            at: appender.time)
         let reader = appender.reader
         let decision = try Decider.decide(input, entry: { try reader.entry($0) })
         for event in decision.events { try appender.append(event) }
@@ -115,17 +133,24 @@ struct Pass: Sendable {
         case .goOn: break
         case .stop(let failure):
             progress.stoppedBy = failure
+            progress.batch = []
             try appender.append(.passEnded(PassEnded(passId: passId, stoppedBy: failure)))
             return nil
+        case .finishBatch(let failure):
+            progress.finishing = progress.finishing ?? failure
         case .split:
-            let middle = writes.count / 2
-            progress.halves.insert(contentsOf: [Array(writes[..<middle]), Array(writes[middle...])], at: 0)
+            // The halves go before the rest of the batch, each a part of its own, at once (R4.5).
+            let middle = request.writes.count / 2
+            let halves = [Array(request.writes[..<middle]), Array(request.writes[middle...])]
+            progress.batch.insert(
+                contentsOf: halves.map { Part(writes: $0, isAtomic: request.isAtomic, count: $0.count) }, at: 0)
         }
         return try next(&appender, &progress)
     }
 
-    /// Plans the next request (a split half first) and appends its `attemptStarted`, refusing on the
-    /// way the writes that can no longer be made; or ends the pass when nothing can be sent now. The
+    /// Plans the next request and appends its `attemptStarted`: the rest of the batch being sent, or
+    /// else a new batch, refusing on the way the writes that can no longer be made; or ends the pass
+    /// when nothing can be sent now, or when a write of the batch just sent failed alone (R4.4). The
     /// pass starts (`passStarted`) with its first request: a pass with nothing to send leaves no trace.
     private func next(_ appender: inout Appender, _ progress: inout Progress) throws -> Request? {
         while !shouldStop() {
@@ -134,13 +159,12 @@ struct Pass: Sendable {
             progress.rejected =
                 try progress.rejected.map { $0.filter { !done.contains($0) } } ?? planner.rejectedList(appender.reader)
             planner.rejected = progress.rejected
-            let batch: Planner.Batch
-            if progress.halves.isEmpty {
-                guard let planned = try planner.nextBatch(appender.reader) else { break }
-                batch = planned
-            } else {
-                batch = Planner.Batch(writes: try planner.stillReady(progress.halves.removeFirst(), appender.reader))
+            if !progress.batch.isEmpty {
+                if let request = try nextRequest(of: &progress, planner, &appender) { return request }
+                continue
             }
+            if progress.finishing != nil { break }
+            guard let batch = try planner.nextBatch(appender.reader) else { break }
             var (outgoing, unmade) = try requests(for: batch.writes, appender.reader)
             // A group the transport cannot send as one all-or-none request is unmade whole (R4.3, R4.5).
             if batch.isAtomic, unmade.isEmpty, outgoing.count > 1,
@@ -149,10 +173,9 @@ struct Pass: Sendable {
                 unmade = outgoing.map { ($0.id, reason) }
                 outgoing = []
             }
-            if outgoing.isEmpty && unmade.isEmpty { continue }
-            let passId = try progress.passId ?? start(&appender)
-            progress.passId = passId
             if !unmade.isEmpty {
+                let passId = try progress.passId ?? start(&appender)
+                progress.passId = passId
                 for (id, reason) in unmade {
                     guard let entry = try appender.reader.entry(id) else { continue }
                     let state = WriteState.refused(Refusal(reason: "unmade: \(reason)", isFinal: true))
@@ -163,12 +186,55 @@ struct Pass: Sendable {
                 }
                 continue
             }
-            let sent = outgoing.map { AttemptStarted.Sent(id: $0.id, idempotencyKey: $0.idempotencyKey) }
-            try appender.append(.attemptStarted(AttemptStarted(passId: passId, writes: sent)))
-            return Request(writes: outgoing, isAtomic: batch.isAtomic)
+            if !outgoing.isEmpty {
+                progress.batch = [Part(writes: outgoing, isAtomic: batch.isAtomic, count: outgoing.count)]
+                progress.inBatch = false
+            }
         }
-        if let passId = progress.passId { try appender.append(.passEnded(PassEnded(passId: passId, stoppedBy: nil))) }
+        if let passId = progress.passId {
+            progress.stoppedBy = progress.finishing
+            try appender.append(.passEnded(PassEnded(passId: passId, stoppedBy: progress.finishing)))
+        }
+        progress.batch = []
         return nil
+    }
+
+    /// The next request of the batch being sent, its `attemptStarted` appended: as many of the first
+    /// part's leading writes as the transport sends in one request. Writes of the part that can no
+    /// longer go (one before them in the batch was not applied, or the app took them out meanwhile)
+    /// are left for a later pass, reported as skipped (R4.5). Nil when the first part had none left.
+    private func nextRequest(of progress: inout Progress, _ planner: Planner, _ appender: inout Appender) throws -> Request? {
+        var part = progress.batch.removeFirst()
+        let ready = Set(try planner.stillReady(part.writes.map(\.id), appender.reader))
+        for write in part.writes where !ready.contains(write.id) {
+            guard let entry = try appender.reader.entry(write.id), entry.state.isSendable else { continue }
+            progress.verdicts.append(SyncReport.Verdict(id: write.id, kind: .skipped, refusals: entry.refusals))
+            progress.done.insert(write.id)
+        }
+        part.writes.removeAll { !ready.contains($0.id) }
+        guard !part.writes.isEmpty else { return nil }
+        // A write released meanwhile goes under its fresh key (R3.1).
+        for index in part.writes.indices {
+            if let entry = try appender.reader.entry(part.writes[index].id) {
+                part.writes[index].idempotencyKey = entry.idempotencyKey
+            }
+        }
+        // An atomic group is one request, or it was unmade (`unmadeReason(forGroup:)`).
+        let size =
+            part.isAtomic
+            ? part.writes.count
+            : min(max(transport.requestSize(for: OutgoingBatch(writes: part.writes)), 1), part.writes.count)
+        let writes = Array(part.writes.prefix(size))
+        let passId = try progress.passId ?? start(&appender)
+        progress.passId = passId
+        let sent = writes.map { AttemptStarted.Sent(id: $0.id, idempotencyKey: $0.idempotencyKey) }
+        try appender.append(
+            .attemptStarted(
+                AttemptStarted(passId: passId, writes: sent, batchCount: part.count, continuesBatch: progress.inBatch)))
+        progress.inBatch = true
+        part.writes.removeFirst(size)
+        if !part.writes.isEmpty { progress.batch.insert(part, at: 0) }
+        return Request(writes: writes, isAtomic: part.isAtomic, batchCount: part.count)
     }
 
     private func start(_ appender: inout Appender) throws -> UInt64 {

@@ -11,9 +11,10 @@ public enum WriteVerdict: Hashable, Sendable {
     /// Blocked with a reason the instance decides (keySpent, ancestorUnavailable, conflictUnresolved,
     /// instanceChanged, credentialRefused).
     case blocked(BlockedReason, refusal: Refusal?)
-    /// A per-write failure that may pass, inside an otherwise answered batch: the status, and the
-    /// start of a text body (cut to 200 Unicode scalars; audits only).
-    case failed(status: Int?, text: String?)
+    /// A per-write failure that may pass, inside an otherwise answered batch: the status, the code
+    /// (a SQLSTATE, such as 42501 for row-level security), and the start of a text body (cut to 200
+    /// Unicode scalars; audits only).
+    case failed(status: Int?, code: String? = nil, text: String?)
     /// Not applied because a write it depends on in the same batch was not.
     case skipped
     /// Not sent: the transport stopped before this write, which a request of its own would have
@@ -40,9 +41,14 @@ public enum WriteVerdict: Hashable, Sendable {
             writer.byte(4)
             writer.byte(reason.code)
             writer.optional(refusal) { $1.encode(into: &$0) }
-        case .failed(let status, let text):
+        case .failed(let status, nil, let text):
             writer.byte(5)
             writer.optional(status) { $0.varint($1) }
+            writer.optional(text) { $0.string($1) }
+        case .failed(let status, let code?, let text):
+            writer.byte(8)
+            writer.optional(status) { $0.varint($1) }
+            writer.string(code)
             writer.optional(text) { $0.string($1) }
         case .skipped: writer.byte(6)
         case .notSent(let failure):
@@ -63,6 +69,10 @@ public enum WriteVerdict: Hashable, Sendable {
         case 5: return .failed(status: try reader.optional { try $0.int() }, text: try reader.optional { try $0.string() })
         case 6: return .skipped
         case 7: return .notSent(try reader.optional { try RequestFailure.decode(from: &$0) })
+        case 8:
+            return .failed(
+                status: try reader.optional { try $0.int() }, code: try reader.string(),
+                text: try reader.optional { try $0.string() })
         case let other: throw DecodeFailure("unknown verdict \(other)")
         }
     }
@@ -219,7 +229,9 @@ extension WriteVerdict {
         case .merged(let fields): return .merged(fields: Refusal.names(fields))
         case .conflicted(let sibling, let fields):
             return .conflicted(siblingId: Refusal.cut(sibling), fields: Refusal.names(fields))
-        case .failed(let status, let text): return .failed(status: Refusal.httpStatus(status), text: text.map { Refusal.cut($0) })
+        case .failed(let status, let code, let text):
+            return .failed(
+                status: Refusal.httpStatus(status), code: Refusal.identifier(code), text: text.map { Refusal.cut($0) })
         case .accepted, .refused, .blocked, .skipped, .notSent: return self
         }
     }
