@@ -181,7 +181,7 @@ public struct PostgRESTTransport: OutboxTransport {
         }
         // Row-level security refused this row (R9.4): this write's own failure, which may pass; the
         // batch's other writes go on.
-        if (response.status == 401 || response.status == 403), answer.code == "42501" {
+        if response.status == 401 || response.status == 403, answer.code == "42501" {
             return .answer(WriteAnswer(.failed(status: response.status, code: answer.code, text: answer.message)))
         }
         switch Classification.of(status: response.status, code: answer.code) {

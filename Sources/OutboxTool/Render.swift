@@ -128,7 +128,8 @@ extension Render {
         case .refused(let refusal): return "refused, " + describe(refusal)
         case .blocked(let reason, let refusal): return "blocked: \(reason.rawValue)" + (refusal.map { ", " + describe($0) } ?? "")
         case .failed(let status, let code, let text):
-            return "failed" + (status.map { " \($0)" } ?? "") + (code.map { " \($0)" } ?? "") + (text.map { ": «\(TerminalText.field($0))»" } ?? "")
+            return "failed" + (status.map { " \($0)" } ?? "") + (code.map { " \($0)" } ?? "")
+                + (text.map { ": «\(TerminalText.field($0))»" } ?? "")
         case .skipped: return "skipped: a write it depends on in the same request was not applied"
         case .notSent(let failure):
             return "not sent" + (failure.map { ", \(describe($0))" } ?? ", an earlier write's request failed")

@@ -26,6 +26,8 @@ extension Commands {
             throw UsageError(message: "OUTBOX_ACCESS_TOKEN is not a JWT with a subject (its sub claim names the user)")
         }
         var configuration = OutboxConfiguration(autoSync: false)
+        // Another process syncing this log (R5.7): say so at once rather than wait for it.
+        configuration.syncLockWait = 0
         if let batch = try args.unsigned("batch") {
             guard (1...10_000).contains(batch) else { throw UsageError(message: "--batch takes a number from 1 to 10000") }
             configuration.batchSize = Int(batch)
@@ -48,6 +50,13 @@ extension Commands {
         defer { client.close() }
         try await client.settleSession(user: user, accessToken: token)
         let report = try await client.sync(table: args.option("table"))
+        if report.stoppedBy?.kind == .busy {
+            let holder = SyncLock.holder(logPath: path).map { " by \($0)" } ?? " by another process"
+            printError("outbox sync: \(path) is being synced\(holder): nothing sent; try again when that pass ends")
+            return .notSo
+        }
+        // Writes of other users are never sent with this token (R7.3): say so, not "remaining 0".
+        let others = try client.pendingCount(exceptUser: user)
         if args.flag("json") {
             say(JSONText.render(report.json))
         } else {
@@ -60,6 +69,12 @@ extension Commands {
                 )
             }
             if let stopped = report.stoppedBy { say("stopped by \(JSONText.render(stopped.reportJSON))") }
+        }
+        if others > 0 {
+            printError(
+                "outbox sync: \(others) pending write\(others == 1 ? "" : "s") of other users than \(user) not sent: each user's writes go with that user's token"
+            )
+            return .notSo
         }
         return report.stoppedBy != nil && report.remainingCount > 0 ? .notSo : .success
     }

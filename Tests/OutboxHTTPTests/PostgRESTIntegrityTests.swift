@@ -113,7 +113,10 @@ struct PostgRESTIntegrityTests {
                 #expect(try await client.queue.all().allSatisfy { $0.state.name == "accepted" })
                 #expect(try await instance.sql("select id, name from lists order by id") == ["6|six, renamed"])
                 #expect(
-                    try await instance.sql("select row_id from applied where op = 'insert' and outbox_write is not null order by seq") == ["5", "6"],
+                    try await instance.sql(
+                        "select row_id from applied where op = 'insert' and outbox_write is not null order by seq") == [
+                            "5", "6",
+                        ],
                     "each insert applied once")
                 #expect(try client.log.checkDecisions().isSame)
                 client.close()

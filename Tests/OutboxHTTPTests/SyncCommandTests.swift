@@ -185,3 +185,71 @@ struct SyncCommandTests {
         }
     }
 }
+
+extension SyncCommandTests {
+    /// Starts the tool without waiting for it.
+    static func start(_ arguments: [String], environment: [String: String]) throws -> ChildProcess {
+        try ChildProcess(
+            binary, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            errors: .apart(.capture))
+    }
+
+    /// Waits (at most 30 s) until the stand-in has received `count` API requests.
+    static func awaitRequests(_ instance: Instance, _ count: Int) async throws {
+        let started = Date()
+        while try await instance.requests().count < count, Date().timeIntervalSince(started) < 30 { await Task.yield() }
+    }
+
+    // R5.7 with real processes: while one `outbox sync` holds the log's sync lock, a second one on the
+    // same log sends nothing and exits 1 naming the holder; every write is applied once. A holder
+    // killed with SIGKILL leaves the lock free: the operating system released it.
+    @Test func twoSyncsOfOneLogAtOnceSendEachWriteOnce() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { log in
+                for id in 1...30 { try await Self.enqueue(log, id, title: "t\(id)") }
+                let environment = ["OUTBOX_ACCESS_TOKEN": try await instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
+                let arguments = ["sync", log, "--url", instance.url.absoluteString, "--batch", "10"]
+                try await instance.fault([["latency": 3]])
+                let first = try Self.start(arguments, environment: environment)
+                try await Self.awaitRequests(instance, 1)
+                let second = try await Self.outbox(arguments, environment: environment)
+                #expect(second.status == 1, "\(second.stdout) \(second.stderr)")
+                #expect(second.stderr.contains("is being synced by process \(first.pid) (outbox)"), "\(second.stderr)")
+                let ended = await first.ended()
+                #expect(ended.status == 0, "\(ended.text) \(ended.errorText)")
+                #expect(try await instance.sql("select count(*), count(distinct row_id) from applied") == ["30|30"], "each once")
+
+                for id in 31...32 { try await Self.enqueue(log, id, title: "t\(id)") }
+                let requests = try await instance.requests().count
+                try await instance.fault([["latency": 20]])
+                let killed = try Self.start(arguments, environment: environment)
+                try await Self.awaitRequests(instance, requests + 1)
+                killed.send(SIGKILL)
+                #expect(await killed.ended().signalled)
+                let after = try await Self.outbox(arguments, environment: environment)
+                #expect(after.status == 0, "the killed holder left the lock free: \(after.stderr)")
+                #expect(try await instance.sql("select count(*), count(distinct row_id) from applied") == ["32|32"])
+                #expect(try await instance.sql("select count(*) from todos") == ["32"])
+            }
+        }
+    }
+
+    // Item 10 of the review: a token of alice on a log whose pending write is bob's says so and exits 1,
+    // never "remaining 0" and success.
+    @Test func aSyncWithAnotherUsersTokenSaysWhatItDidNotSend() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { log in
+                let run = try await Self.outbox([
+                    "enqueue", log, "--user", "bob", "--table", "todos", "--op", "insert", "--key", #"{"id":1}"#,
+                    "--body", #"{"title":"bob's"}"#,
+                ])
+                #expect(run.status == 0, "\(run.stderr)")
+                let environment = ["OUTBOX_ACCESS_TOKEN": try await instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
+                let sync = try await Self.outbox(["sync", log, "--url", instance.url.absoluteString], environment: environment)
+                #expect(sync.status == 1)
+                #expect(sync.stderr.contains("1 pending write of other users than alice not sent"), "\(sync.stderr)")
+                #expect(try await instance.sql("select count(*) from todos") == ["0"])
+            }
+        }
+    }
+}

@@ -145,7 +145,7 @@ import Testing
         ]
         #expect(Dictionary(uniqueKeysWithValues: BlockedReason.allCases.map { ($0, $0.code) }) == blocked)
         let pass: [PassFailure.Kind: UInt8] = [
-            .network: 0, .http: 1, .schemaCache: 2, .protocol: 3, .identityChanged: 4, .noToken: 5,
+            .network: 0, .http: 1, .schemaCache: 2, .protocol: 3, .identityChanged: 4, .noToken: 5, .busy: 6,
         ]
         #expect(Dictionary(uniqueKeysWithValues: PassFailure.Kind.allCases.map { ($0, $0.code) }) == pass)
         let request: [RequestFailure.Kind: UInt8] = [.network: 0, .timeout: 1, .device: 2, .http: 3]
@@ -272,7 +272,7 @@ import Testing
                     passId: 3, writes: [301],
                     answer: .answered([WriteAnswer(.failed(status: 403, code: "42501", text: "new row violates"))]))),
             .attemptStarted(
-                AttemptStarted(passId: 3, writes: [.init(id: 301, idempotencyKey: key)], batchCount: 5, continuesBatch: true))
+                AttemptStarted(passId: 3, writes: [.init(id: 301, idempotencyKey: key)], batchCount: 5, continuesBatch: true)),
         ])
         // Each group numbered from its own thousand: a case added to one enum adds a record at the end
         // of its group and moves no other record.

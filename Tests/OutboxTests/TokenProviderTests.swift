@@ -85,8 +85,9 @@ import Testing
     @Test func noTokenOrAnotherUsersTokenSendsNothing() async throws {
         try await withTemporaryLog { path in
             let instance = SimulatedInstance()
-            let provider = Provider([nil, token(subject: "bob")])
+            let provider = Provider([nil, token(subject: "bob"), token(subject: "alice")])
             let client = try await open(path, provider, instance)
+            let events = client.events
             try await client.enqueue(todo(1))
             let none = try await client.sync()
             #expect(none.stoppedBy == PassFailure(kind: .noToken) && none.remainingCount == 1)
@@ -95,6 +96,17 @@ import Testing
             #expect(bob.stoppedBy == PassFailure(kind: .identityChanged))
             #expect(instance.received.isEmpty, "nothing sent, nothing charged")
             #expect(try await client.write(1)?.refusals == 0)
+            // R7.3: the provider's token of another user latches the soft block, as a session would.
+            #expect(bob.blockedCount == 1)
+            #expect(client.syncStatus.value.blockedCount == 1 && client.syncStatus.value.pendingCount == 0)
+            #expect(try await client.write(1)?.state == .blocked(.identityChanged, refusal: nil))
+            // A matching token lifts it, and the write goes.
+            let alice = try await client.sync()
+            #expect(alice.syncedCount == 1 && alice.stoppedBy == nil)
+            client.close()
+            var stopped: [PassFailure] = []
+            for await event in events { if case .passStopped(let failure) = event { stopped.append(failure) } }
+            #expect(stopped.contains(PassFailure(kind: .identityChanged)), "events told it: \(stopped)")
         }
     }
 }

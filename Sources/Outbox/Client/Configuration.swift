@@ -25,6 +25,10 @@ public struct OutboxConfiguration: Sendable {
     public var requiresUser = true
     /// The initial LMDB map size; the map grows by itself.
     public var initialMapSize = 64 << 20
+    /// How long, in seconds, a pass waits for another process's pass on the same log (an app
+    /// extension, `outbox sync`) to end before it ends itself, sending nothing and reporting
+    /// `stoppedBy` of kind `busy`.
+    public var syncLockWait = 10.0
     /// Where time comes from.
     public var clock: any OutboxClock = SystemClock()
     /// Where randomness comes from.

@@ -174,6 +174,19 @@ public final class OutboxClient: Sendable {
 
     var accessToken: String? { session.withLock { $0.accessToken } }
 
+    /// How many writes of users other than `user` are pending (the tool says so after a sync with
+    /// `user`'s token, which never carries them).
+    package func pendingCount(exceptUser user: String) throws -> Int {
+        var count = 0
+        try log.read { reader in
+            try QueuedWrite.forEach(user: nil, reader: reader) { write in
+                if write.user != user, write.state == .pending { count += 1 }
+                return true
+            }
+        }
+        return count
+    }
+
     /// Whether a pass may send now: the session was settled in this client (its token known), or no
     /// user is signed in and writes are anonymous.
     var canSend: Bool {

@@ -135,12 +135,22 @@ extension OutboxClient {
             guard let provided = try? await tokenProvider(), !provided.isEmpty else {
                 return try unsentReport(user: user, stoppedBy: PassFailure(kind: .noToken))
             }
-            // P7: a token of another user never carries this user's writes.
-            if let subject = AccessToken.subject(of: provided), subject != user {
-                return try unsentReport(user: user, stoppedBy: PassFailure(kind: .identityChanged))
+            // P7, R7.3: a token of another user never carries this user's writes; it latches the soft
+            // block, as a session settled with it would, and a matching token lifts it.
+            let changed = AccessToken.subject(of: provided).map { $0 != user } == true
+            try await latchIdentity(user: user, changed: changed)
+            if changed {
+                let stopped = PassFailure(kind: .identityChanged)
+                eventStream.send(.passStopped(stopped))
+                return try unsentReport(user: user, stoppedBy: stopped)
             }
             token = provided
         }
+        // R5.7: one pass a log at a time, across processes; the lock is held until the last answer is recorded.
+        guard let lock = try await acquireSyncLock() else {
+            return try unsentReport(user: user, stoppedBy: PassFailure(kind: .busy))
+        }
+        defer { withExtendedLifetime(lock) {} }
         var refresh: (@Sendable () async -> String?)?
         if let tokenProvider {
             refresh = { @Sendable () async -> String? in
@@ -168,12 +178,42 @@ extension OutboxClient {
         return report
     }
 
-    /// The report of a pass that sent nothing: why, if anything stopped it, and what is still pending.
+    /// The report of a pass that sent nothing: why, if anything stopped it, and what is still pending
+    /// (blocked too, when a token of another user latched the soft block, R7.3).
     private func unsentReport(user: String, stoppedBy: PassFailure?) throws -> SyncReport {
         var report = SyncReport()
         report.stoppedBy = stoppedBy
         report.remainingCount = try log.read { try $0.counters(user: user).pending }
+        if stoppedBy?.kind == .identityChanged { report.blockedCount = report.remainingCount }
         return report
+    }
+
+    /// Records that the provider's token is (`changed`) or is no longer of another user than `user`,
+    /// when the session does not say so already.
+    private func latchIdentity(user: String, changed: Bool) async throws {
+        let settled = SessionSettled(user: user, identityChanged: changed)
+        let current = try log.read { try $0.session() }
+        guard current?.user == user, current != settled else { return }
+        try await log.append { appender in
+            if try appender.reader.session() != settled { try appender.append(.sessionSettled(settled)) }
+        }
+        refreshStatus()
+    }
+
+    /// The log's sync lock (R5.7), waiting for a pass of another process up to `syncLockWait`
+    /// seconds of the client's clock; nil when it is still held then, or the pass must stop.
+    private func acquireSyncLock() async throws -> SyncLock? {
+        let clock = configuration.clock
+        let deadline = clock.now().adding(seconds: configuration.syncLockWait)
+        while true {
+            if case .acquired(let lock) = try SyncLock.attempt(logPath: log.path) { return lock }
+            let now = clock.now()
+            guard now < deadline, !isClosedNow, !syncState.withLock({ $0.networkDisabled }) else { return nil }
+            let next = min(now.adding(seconds: 0.05), deadline)
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                _ = clock.schedule(at: next) { done.resume() }
+            }
+        }
     }
 
     /// Backoff, Retry-After and the offline period after a pass (R5.3, R5.4).

@@ -16,7 +16,7 @@ internal import Foundation
 /// exclude each other as two processes do. A pass holds the lock only while it plans, sends and
 /// records; nothing holds it between passes.
 package final class SyncLock: Sendable {
-    /// Who holds a lock, as its holder wrote it: "pid 1234 (outbox)".
+    /// Who holds a lock, as its holder wrote it: its process id and name.
     package struct Holder: Hashable, Sendable, CustomStringConvertible {
         package let processId: Int32
         package let name: String

@@ -62,6 +62,8 @@ struct Pass: Sendable {
         if let session = try log.read({ try $0.session() }), session.identityChanged, session.user == user {
             report.stoppedBy = PassFailure(kind: .identityChanged)
             report.remainingCount = try remaining()
+            // R7.3: they count as blocked while the session is latched.
+            report.blockedCount = report.remainingCount
             return report
         }
         try checkAlive()

@@ -15,6 +15,9 @@ public struct PassFailure: Hashable, Sendable {
         case identityChanged
         /// The app's token provider gave no token (it threw, or returned nil): the pass sent nothing.
         case noToken
+        /// Another process held the log's sync lock for longer than the client waits: the pass sent
+        /// nothing and charged nothing.
+        case busy
 
         /// The stored code (Specs/log-format.md): fixed per case; a code is never reused.
         var code: UInt8 {
@@ -25,6 +28,7 @@ public struct PassFailure: Hashable, Sendable {
             case .protocol: return 3
             case .identityChanged: return 4
             case .noToken: return 5
+            case .busy: return 6
             }
         }
     }
