@@ -27,6 +27,10 @@ let package = Package(
         ),
         // SQLite from the system (Debian: libsqlite3-dev): the benchmarks' peer, an outbox as apps write it today.
         .systemLibrary(name: "COutboxSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        // libcurl from the system (Debian: libcurl4-openssl-dev), on Linux only: the HTTP client that never
+        // resends a request by itself, reads answers within a limit and asks for no compression (R9.6),
+        // which FoundationNetworking's URLSession cannot promise.
+        .systemLibrary(name: "COutboxCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // The safe LMDB layer: environments, closure-scoped transactions, cursors, typed errors.
         .target(name: "OutboxLMDB", dependencies: ["COutboxLMDB"]),
         // The engine apps import: events, codec, log, projections, queue API.
@@ -34,9 +38,11 @@ let package = Package(
         // For an app's own tests, as swift-nio ships NIOEmbedded: the simulated instance, the manual clock,
         // the seeded random source. Apart, so an app's shipping code links none of it.
         .target(name: "OutboxTesting", dependencies: ["Outbox"]),
-        // Transports to real servers over HTTP (URLSession): PostgREST and Supabase tables. Apart, so an app
-        // that brings its own transport links no HTTP code.
-        .target(name: "OutboxHTTP", dependencies: ["Outbox"]),
+        // Transports to real servers over HTTP (libcurl on Linux, URLSession on Apple platforms): PostgREST
+        // and Supabase tables, and the reference instance. Apart, so an app that brings its own transport
+        // links no HTTP code.
+        .target(
+            name: "OutboxHTTP", dependencies: ["Outbox", .target(name: "COutboxCurl", condition: .when(platforms: [.linux]))]),
         // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance.
         .target(name: "OutboxScenario", dependencies: ["Outbox", "OutboxTesting"]),
         // The bodies of the libFuzzer targets in Fuzz/, so the test suite replays their crashers.

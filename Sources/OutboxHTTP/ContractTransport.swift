@@ -69,6 +69,7 @@ public struct ContractTransport: OutboxTransport {
         do {
             response = try await server.perform(request)
         } catch {
+            if let broken = PostgRESTServer.brokenAnswer(error) { return .contractBroken(broken) }
             return .failed(PostgRESTServer.requestFailure(error))
         }
         guard (200..<300).contains(response.status) else { return .failed(PostgRESTAnswer(response).failure) }

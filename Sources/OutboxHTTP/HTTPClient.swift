@@ -51,6 +51,8 @@ public enum HTTPFailure: Error, Hashable, Sendable {
     case cancelled
     /// The server answered with a redirect, which is never followed with a token.
     case redirected
+    /// The answer's body ran past the client's limit: it was read no further (a broken answer).
+    case answerTooLarge
 }
 
 /// The HTTP seam of the transports: `URLSessionHTTPClient` in apps, a scripted one in unit tests.

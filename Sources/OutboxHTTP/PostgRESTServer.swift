@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 internal import Outbox
 
 #if canImport(FoundationNetworking)
@@ -44,7 +44,7 @@ struct PostgRESTServer: Sendable {
         self.pathPrefix = pathPrefix
         self.timeout = timeout
         self.extraHeaders = headers
-        self.client = client ?? URLSessionHTTPClient()
+        self.client = client ?? Self.defaultClient()
     }
 
     /// The headers of every request: the token in `Authorization` only, the apikey, the profile, and the
@@ -132,6 +132,15 @@ struct PostgRESTServer: Sendable {
         return url
     }
 
+    /// libcurl on Linux (R9.6: one send a request, bounded answers), URLSession elsewhere.
+    static func defaultClient() -> any HTTPClient {
+        #if canImport(COutboxCurl)
+            CurlHTTPClient()
+        #else
+            URLSessionHTTPClient()
+        #endif
+    }
+
     func perform(_ request: HTTPRequest) async throws(HTTPFailure) -> HTTPResponse {
         try await client.send(request, timeout: timeout)
     }
@@ -142,6 +151,14 @@ struct PostgRESTServer: Sendable {
         case .timeout: return RequestFailure(kind: .timeout)
         case .network, .cancelled: return RequestFailure(kind: .network)
         case .redirected: return RequestFailure(kind: .http, status: 502, code: "redirect_refused")
+        // Callers judge it first, as the broken answer it is (`brokenAnswer`); a request failure only
+        // where no answer can be broken (a row read).
+        case .answerTooLarge: return RequestFailure(kind: .http, status: 502, code: "answer_too_large")
         }
+    }
+
+    /// The broken answer an HTTP failure is, if it is one (R9.6: an answer past the limit).
+    static func brokenAnswer(_ failure: HTTPFailure) -> String? {
+        failure == .answerTooLarge ? "an answer longer than the client reads (its limit)" : nil
     }
 }

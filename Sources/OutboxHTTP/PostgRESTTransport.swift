@@ -158,6 +158,7 @@ public struct PostgRESTTransport: OutboxTransport {
         do {
             response = try await server.perform(request)
         } catch {
+            if let broken = PostgRESTServer.brokenAnswer(error) { return .broken(broken) }
             return .stop(PostgRESTServer.requestFailure(error))
         }
         if (200..<300).contains(response.status) {
@@ -222,6 +223,7 @@ public struct PostgRESTTransport: OutboxTransport {
             }
             return .answer(WriteAnswer(.refused(refused.refusal)))
         } catch let failure as HTTPFailure {
+            if let broken = PostgRESTServer.brokenAnswer(failure) { return .broken(broken) }
             return .stop(PostgRESTServer.requestFailure(failure))
         } catch {
             return .stop(RequestFailure(kind: .network))
@@ -268,6 +270,7 @@ public struct PostgRESTTransport: OutboxTransport {
         do {
             response = try await server.perform(request)
         } catch {
+            if let broken = PostgRESTServer.brokenAnswer(error) { return .contractBroken(broken) }
             return .failed(PostgRESTServer.requestFailure(error))
         }
         if (200..<300).contains(response.status) {

@@ -34,6 +34,7 @@ import Testing
                     "swift-symbolgraph-extract", "-module-name", module, "-I", built.path, "-target", triple,
                     "-minimum-access-level", "public", "-output-dir", output.path, "-Xcc",
                     "-fmodule-map-file=" + root.appendingPathComponent("Sources/COutboxLMDB/module.modulemap").path,
+                    "-Xcc", "-fmodule-map-file=" + root.appendingPathComponent("Sources/COutboxCurl/module.modulemap").path,
                 ])
             #expect(extracted.succeeded, "swift-symbolgraph-extract \(module): \(extracted.text.suffix(2000))")
         }
