@@ -224,8 +224,9 @@ end
 $$;
 
 -- Keeps `version` and `field_versions` up for every write, the outbox's and anyone else's: a new row
--- starts above the tombstone of its key, if any; an update that did not set `version` itself (a
--- server job, PostgREST) adds one and stamps the columns it changed; a delete leaves a tombstone.
+-- starts above the tombstone of its key, if any; an update from outside the outbox (a server job,
+-- PostgREST) adds one and stamps the columns it changed, whatever version or stamps it set itself; a
+-- delete leaves a tombstone.
 -- It runs as the instance's owner (it writes the tombstones), for callers of any role.
 create or replace function outbox.track() returns trigger language plpgsql security definer
 set search_path = pg_catalog, pg_temp as $$
@@ -258,8 +259,12 @@ begin
                                                          'field_versions', jsonb_build_object('*', next_version)));
   end if;
   before_row := to_jsonb(old);
-  if (after_row -> 'version') is distinct from (before_row -> 'version') then
-    return new;  -- the outbox set the version and the stamps itself
+  -- Only the outbox's own apply (`outbox.write` set for its transaction) sets the version and the
+  -- stamps itself; anyone else's `version` or `field_versions` (a plain PATCH) is recomputed, never
+  -- taken: a row cannot be rewound past merge and conflict detection.
+  if (after_row -> 'version') is distinct from (before_row -> 'version')
+     and coalesce(current_setting('outbox.write', true), '') <> '' then
+    return new;
   end if;
   next_version := (before_row ->> 'version')::bigint + 1;
   stamps := coalesce(before_row -> 'field_versions', '{}');

@@ -15,7 +15,13 @@ Content-Length). Fidelity gaps (see the end of this file's docstring):
 - one version (v14): expired tokens are PGRST303, unknown tables PGRST205;
 - RPC resolves a function by name and argument names, calls it with named arguments, and shapes
   void as 204, anything else as its JSON value; a STABLE function is not run read-only (no 25006);
-- one database connection per client connection (PostgREST keeps a pool of 10).
+- a pool of 10 database connections, as PostgREST's default db-pool, taken per request: idle keep-alive
+  clients hold none; a request that waits 10 s for one gets 504 PGRST003 (db-pool-acquisition-timeout);
+- as a server: a request whose head or body does not come within 10 s has its connection closed; a
+  Content-Length that is not a number, negative, or past 16 MiB gets 400 (413 past the limit), as
+  warp answers; JSON nested past what the parser takes is 400 PGRST102; HEAD answers as GET without
+  a body, OPTIONS with 200 and Allow; any other method 405 PGRST117; anything unforeseen 500 PGRSTX00,
+  always an answer in JSON, never a traceback without one.
 
 Test-only control (not PostgREST), on the same port, with no authentication (loopback only):
   POST /_standin/faults  {"answers": [{"status": 503, "code": "PGRST001", "retryAfter": "0"},
@@ -157,23 +163,59 @@ class Refused(Exception):
         self.headers = headers or {}
 
 
+MAX_BODY = 16 << 20
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
+    # A head or body that does not come within this many seconds: the connection is closed (a slow
+    # client never holds a thread for ever).
+    timeout = 10
 
     def log_message(self, *args):
         pass
+
+    def send_error(self, code, message=None, explain=None):
+        """http.server's own refusals (a malformed request line, an unknown method) in PostgREST's JSON."""
+        self.close_connection = True
+        try:
+            self.answer(code, {"code": None, "details": None, "hint": None, "message": message or "Bad Request"},
+                        {"Connection": "close"})
+        except OSError:
+            pass
+
+    def handle_one_request(self):
+        try:
+            super().handle_one_request()
+        except (socket.timeout, TimeoutError, ConnectionError):
+            self.close_connection = True
 
     # -- plumbing -------------------------------------------------------------------------------
 
     def read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             raise Refused(411, None, "chunked request bodies are not supported by the stand-in")
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+        text = (self.headers.get("Content-Length") or "0").strip()
+        if not text.isdigit():
+            self.close_connection = True
+            raise Refused(400, None, "Bad Request: invalid Content-Length")
+        length = int(text)
+        if length > MAX_BODY:
+            self.close_connection = True
+            raise Refused(413, None, "Payload Too Large")
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            self.close_connection = True
+            raise ConnectionResetError("the body ended early")
+        return body
 
     def answer(self, status, body=None, headers=None):
         payload = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        if getattr(self, "head_only", False):
+            headers = dict(headers or {})
+            headers["Content-Length"] = str(len(payload))
+            payload = b""
         headers = dict(headers or {})
         self.send_response(status)
         content_type = headers.pop("Content-Type", "application/json; charset=utf-8")
@@ -216,6 +258,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_PUT(self):
         self.route("PUT")
 
+    def do_HEAD(self):
+        self.head_only = True
+        self.route("GET")
+
+    def do_OPTIONS(self):
+        try:
+            self.read_body()
+        except Refused as refused:
+            return self.error(refused)
+        self.answer(200, b"", {"Allow": "OPTIONS,GET,HEAD,POST,PUT,PATCH,DELETE"})
+
     def route(self, method):
         url = urllib.parse.urlsplit(self.path)
         path = url.path
@@ -247,8 +300,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.api(method, path, urllib.parse.parse_qsl(url.query, keep_blank_values=True), body, fault or {})
         except Refused as refused:
             self.error(refused)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        except (BrokenPipeError, ConnectionResetError, socket.timeout, TimeoutError):
+            self.close_connection = True
+        except RecursionError:
+            self.error(Refused(400, "PGRST102", "Empty or invalid json"))
+        except Exception as error:  # never a traceback without an answer
+            self.close_connection = True
+            self.error(Refused(500, "PGRSTX00", "stand-in internal error: %s" % type(error).__name__))
 
     def control(self, method, path, body):
         if path == "/_standin/faults" and method == "POST":
@@ -316,8 +374,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """One transaction, as PostgREST runs a request: the role and claims set, then the work."""
         role = claims.get("role") or ANON_ROLE
         authed = role != ANON_ROLE
+        conn = None
         try:
-            conn = connection()
+            conn = POOL.acquire()
             with conn.transaction():
                 with conn.cursor() as cur:
                     headers = {k.lower(): v for k, v in self.headers.items() if k.lower() != "cookie"}
@@ -327,13 +386,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     cur.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
                     status, out, out_headers = work(cur)
         except psycopg.OperationalError:
-            forget_connection()
+            POOL.discard(conn)
+            conn = None
             raise Refused(503, "PGRST000", "Database connection error. Retrying the connection.")
         except psycopg.Error as error:
             diag = error.diag
             code = diag.sqlstate or "XX000"
             message = diag.message_primary or str(error)
             raise Refused(map_sql_to_http(code, message, authed), code, message, diag.message_detail, diag.message_hint)
+        finally:
+            POOL.release(conn)
         if fault.get("strip"):
             out_headers = {k: v for k, v in (out_headers or {}).items() if k.lower() != fault["strip"].lower()}
         if fault.get("drop"):
@@ -488,27 +550,57 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return (204, None, {}) if returns_void else (200, b"null" if value is None else value, {})
 
 
-LOCAL = threading.local()
+class Pool:
+    """A bounded pool of database connections, taken for one request (PostgREST's db-pool, 10)."""
 
+    def __init__(self, size=10, wait=10.0):
+        self.size, self.wait = size, wait
+        self.idle, self.opened = [], 0
+        self.lock = threading.Condition()
 
-def connection():
-    """This thread's connection (one per client connection, as PostgREST keeps a pool): opened on
-    first use, and again after one broke."""
-    conn = getattr(LOCAL, "conn", None)
-    if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(CONFIG["database"], autocommit=True)
-        LOCAL.conn = conn
-    return conn
+    def acquire(self):
+        with self.lock:
+            deadline = time.monotonic() + self.wait
+            while not self.idle and self.opened >= self.size:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Refused(504, "PGRST003", "Timed out acquiring connection from connection pool.")
+                self.lock.wait(left)
+            if self.idle:
+                conn = self.idle.pop()
+                if not (conn.closed or conn.broken):
+                    return conn
+                self.opened -= 1
+            self.opened += 1
+        try:
+            return psycopg.connect(CONFIG["database"], autocommit=True)
+        except Exception:
+            with self.lock:
+                self.opened -= 1
+                self.lock.notify()
+            raise
 
+    def release(self, conn):
+        if conn is None:
+            return
+        with self.lock:
+            if conn.closed or conn.broken:
+                self.opened -= 1
+            else:
+                self.idle.append(conn)
+            self.lock.notify()
 
-def forget_connection():
-    conn = getattr(LOCAL, "conn", None)
-    LOCAL.conn = None
-    if conn is not None:
+    def discard(self, conn):
+        if conn is None:
+            return
         try:
             conn.close()
         except Exception:
             pass
+        self.release(conn)
+
+
+POOL = Pool()
 
 
 def content_range(count, prefer):

@@ -309,3 +309,33 @@ extension ContractTransportTests {
         }
     }
 }
+
+extension ContractTransportTests {
+    // Item 9 of the PostgREST review: a plain PATCH that sets `version` and `field_versions` itself
+    // cannot rewind a row; the instance recomputes both as for any write from outside the outbox.
+    @Test func aPlainWriteCannotSetTheVersionColumns() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { path in
+                let client = try await Self.client(path, instance)
+                try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
+                try await client.enqueue(.update("lists", key: ["id": 7], set: ["name": "Food"]))
+                #expect(try await client.sync().syncedCount == 2)
+                #expect(try await instance.sql("select version, field_versions from lists") == [#"2|{"*": 1, "name": 2}"#])
+                let response = try await CurlHTTPClient().send(
+                    HTTPRequest(
+                        method: "PATCH", url: URL(string: instance.url.absoluteString + "/lists?id=eq.7")!,
+                        headers: [
+                            "apikey": instance.apiKey, "Authorization": "Bearer " + (try await instance.token("alice")),
+                            "Content-Type": "application/json", "Prefer": "return=minimal",
+                        ],
+                        body: Data(#"{"version":1,"field_versions":{"*":0},"name":"Rewound"}"#.utf8)), timeout: 10)
+                #expect(response.status == 204)
+                #expect(
+                    try await instance.sql("select version, field_versions, name from lists") == [
+                        #"3|{"*": 1, "name": 3}|Rewound"#
+                    ])
+                client.close()
+            }
+        }
+    }
+}
