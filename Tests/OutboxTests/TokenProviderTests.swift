@@ -111,6 +111,40 @@ import Testing
     }
 }
 
+extension TokenProviderTests {
+    /// A transport whose row reads keep the token they were given.
+    final class RowReadingTransport: OutboxTransport {
+        let tokens = Mutex<[String?]>([])
+        func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+            .answered(batch.writes.map { _ in WriteAnswer(.accepted) })
+        }
+        func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
+            tokens.withLock { $0.append(accessToken) }
+            return ["id": 1]
+        }
+    }
+
+    // R7.5: the token is resolved in one place for sends and reads: withdraw's row read on a client
+    // opened with a token provider goes with the provider's token, not the session's (none here).
+    @Test func withdrawReadsTheRowWithTheProvidersToken() async throws {
+        try await withTemporaryLog { path in
+            let transport = RowReadingTransport()
+            let provider = Provider([token(subject: "alice"), nil])
+            let client = try OutboxClient.open(
+                path: path, transport: transport, configuration: testConfiguration(), accessToken: { try provider.next() })
+            try await client.settleSession(user: "alice", accessToken: nil)
+            let id = try await client.enqueue(todo(1))
+            try await client.record(id, .blocked(.failingAlone, refusal: nil))
+            #expect(try await client.queue.withdraw(id) == .withdrawn(row: ["id": 1]))
+            #expect(transport.tokens.withLock { $0 } == [token(subject: "alice")])
+            let other = try await client.enqueue(todo(2))
+            try await client.record(other, .blocked(.failingAlone, refusal: nil))
+            await #expect(throws: OutboxError.self) { try await client.queue.withdraw(other) }
+            #expect(try await client.write(other)?.state == .blocked(.failingAlone, refusal: nil), "nothing changed")
+        }
+    }
+}
+
 /// A transport that accepts everything and keeps the batches it was sent.
 final class CapturingTransport: OutboxTransport {
     let batches = Mutex<[OutgoingBatch]>([])

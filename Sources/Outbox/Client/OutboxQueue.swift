@@ -152,9 +152,19 @@ public struct OutboxQueue: Sendable {
         guard let transport = client.transport else {
             throw OutboxError(.noTransport, "withdraw reads the row from the instance, and this client has no transport")
         }
+        let token: String?
+        switch try await client.resolveToken(for: user) {
+        case .token(let resolved): token = resolved
+        case .none:
+            throw OutboxError(
+                .rowReadFailed, "the token provider gave no token to read the row of write \(id); nothing changed", writeID: id)
+        case .otherUser:
+            throw OutboxError(
+                .rowReadFailed, "the token provider's token is another user's; the row of write \(id) was not read", writeID: id)
+        }
         let row: JSONValue
         do {
-            row = try await transport.readRow(table: queued.table, key: queued.key, accessToken: client.accessToken) ?? .null
+            row = try await transport.readRow(table: queued.table, key: queued.key, accessToken: token) ?? .null
         } catch let error as OutboxError {
             throw error
         } catch {

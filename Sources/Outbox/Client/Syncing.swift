@@ -129,22 +129,14 @@ extension OutboxClient {
         if syncState.withLock({ $0.networkDisabled }) || !canSend {
             return try unsentReport(user: user, stoppedBy: nil)
         }
-        var token = accessToken
-        if let tokenProvider {
-            // R7.5: the provider's token, asked now; none (or a provider that fails) skips the pass.
-            guard let provided = try? await tokenProvider(), !provided.isEmpty else {
-                return try unsentReport(user: user, stoppedBy: PassFailure(kind: .noToken))
-            }
-            // P7, R7.3: a token of another user never carries this user's writes; it latches the soft
-            // block, as a session settled with it would, and a matching token lifts it.
-            let changed = AccessToken.subject(of: provided).map { $0 != user } == true
-            try await latchIdentity(user: user, changed: changed)
-            if changed {
-                let stopped = PassFailure(kind: .identityChanged)
-                eventStream.send(.passStopped(stopped))
-                return try unsentReport(user: user, stoppedBy: stopped)
-            }
-            token = provided
+        let token: String?
+        switch try await resolveToken(for: user) {
+        case .token(let resolved): token = resolved
+        case .none: return try unsentReport(user: user, stoppedBy: PassFailure(kind: .noToken))
+        case .otherUser:
+            let stopped = PassFailure(kind: .identityChanged)
+            eventStream.send(.passStopped(stopped))
+            return try unsentReport(user: user, stoppedBy: stopped)
         }
         // R5.7: one pass a log at a time, across processes; the lock is held until the last answer is recorded.
         guard let lock = try await acquireSyncLock() else {
@@ -186,6 +178,26 @@ extension OutboxClient {
         report.remainingCount = try log.read { try $0.counters(user: user).pending }
         if stoppedBy?.kind == .identityChanged { report.blockedCount = report.remainingCount }
         return report
+    }
+
+    /// The token a request of `user` goes with, resolved in this one place for passes and row reads
+    /// (R7.5): the token provider's, asked now, or else the session's.
+    enum ResolvedToken {
+        case token(String?)
+        /// The provider gave none (it threw, or returned nil or nothing).
+        case none
+        /// The provider's token is another user's: it latched the soft block (R7.3).
+        case otherUser
+    }
+
+    func resolveToken(for user: String) async throws -> ResolvedToken {
+        guard let tokenProvider else { return .token(accessToken) }
+        guard let provided = try? await tokenProvider(), !provided.isEmpty else { return .none }
+        // P7, R7.3: a token of another user never carries this user's writes; it latches the soft
+        // block, as a session settled with it would, and a matching token lifts it.
+        let changed = AccessToken.subject(of: provided).map { $0 != user } == true
+        try await latchIdentity(user: user, changed: changed)
+        return changed ? .otherUser : .token(provided)
     }
 
     /// Records that the provider's token is (`changed`) or is no longer of another user than `user`,
