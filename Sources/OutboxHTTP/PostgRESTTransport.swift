@@ -14,8 +14,9 @@ public import Outbox
 ///     tables: ["todos": ["id"], "lists": ["id"]])
 /// ```
 ///
-/// A write's row is its key merged with its body. Inserts go as `POST /table` (consecutive inserts to
-/// one table with the same columns, when they make the whole batch, as one multi-row request),
+/// A write's row is its key merged with its body. Each write is a request of its own, bar a run of
+/// consecutive inserts into one table with the same columns, which goes as one multi-row request; the
+/// library records each request's answer before it sends the next. Inserts go as `POST /table`,
 /// upserts as `POST /table?on_conflict=…` merging duplicates, updates and deletes as `PATCH` and
 /// `DELETE` filtered by every key column, custom mutations as `POST /rpc/name`. An insert answered
 /// "duplicate key" is read back: when the stored row holds what the write sent, the write was
