@@ -174,6 +174,10 @@ public struct PostgRESTTransport: OutboxTransport {
                     return .answer(
                         WriteAnswer(.refused(Refusal(status: 404, code: "row_not_found", reason: "no row has this key"))))
                 }
+                // A delete sent before that finds no row: the earlier one removed it (R9.3).
+                if write.operation == .delete, count == 0, write.isResend {
+                    return .answer(WriteAnswer(.accepted, replayed: true))
+                }
             }
             return .answer(WriteAnswer(.accepted))
         }

@@ -170,6 +170,17 @@ extension PostgRESTClassificationTests {
         #expect(client.sent.last?.body.map { String(decoding: $0, as: UTF8.self) } == #"{"id":1,"title":"Milk"}"#)
     }
 
+    // R9.3: a delete that finds no row is accepted; replayed when an earlier attempt sent it.
+    @Test func aResentDeleteThatFindsNoRowIsReplayed() async throws {
+        let client = ScriptedHTTPClient()
+        let transport = try Self.transport(client)
+        var delete = Self.write(1, .delete, body: [:])
+        client.answer(.status(204, headers: ["Content-Range": "*/0"]), .status(204, headers: ["Content-Range": "*/0"]))
+        #expect(Self.describe(await transport.send(OutgoingBatch(writes: [delete]), accessToken: nil)) == "accepted")
+        delete.isResend = true
+        #expect(Self.describe(await transport.send(OutgoingBatch(writes: [delete]), accessToken: nil)) == "accepted replayed")
+    }
+
     // R9.3: handed more writes than one request carries, the transport sends one request and answers
     // the rest not sent (the library never does this: it sends `requestSize(for:)` writes at a time).
     @Test func writesPastOneRequestAreNotSent() async throws {

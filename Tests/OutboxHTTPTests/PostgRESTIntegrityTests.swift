@@ -76,6 +76,7 @@ struct PostgRESTIntegrityTests {
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 let healed = try await client.sync()
                 #expect(healed.stoppedBy == nil && healed.syncedCount == 1, "only the delete goes again: \(healed.verdicts)")
+                #expect(healed.alreadyOnServerCount == 1, "the resent delete found its row gone: replayed (R9.3)")
                 #expect(try await client.queue.all().map(\.state.name) == ["accepted", "accepted", "accepted"])
                 #expect(try await instance.sql("select id, name from lists order by id") == ["170001|second"])
                 #expect(

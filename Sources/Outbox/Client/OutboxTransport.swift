@@ -74,6 +74,10 @@ public struct OutgoingWrite: Hashable, Sendable {
     public var user: String
     /// When it was queued.
     public var createdAt: Timestamp
+    /// Whether an earlier attempt sent it: its outcome may be unknown, so the instance may have
+    /// applied it already (a delete that now finds no row is then accepted, replayed). Told for
+    /// deletes; false for the other operations.
+    public var isResend = false
 
     /// A write as a transport receives it (tests of custom transports make their own).
     public init(

@@ -109,6 +109,17 @@ struct StoreReader {
         return result
     }
 
+    /// Whether the history index holds any event of `id` (a pending write's index holds its attempts
+    /// and answers, not its `writeQueued`): one key read.
+    func hasIndexedHistory(_ id: WriteID) throws -> Bool {
+        var found = false
+        try scan(.history, Key.id(id.rawValue), nil) { _, _ in
+            found = true
+            return false
+        }
+        return found
+    }
+
     /// The `writeQueued` event of a write, held in the queue or not.
     func queuedEvent(of id: WriteID) throws -> WriteQueued? {
         if let entry = try entry(id), case .writeQueued(let queued)? = try record(entry.queuedSequence)?.event { return queued }

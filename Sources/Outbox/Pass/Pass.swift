@@ -275,11 +275,13 @@ struct Pass: Sendable {
                 unmade.append((id, "the stored write no longer decodes"))
                 continue
             }
-            let write = OutgoingWrite(
+            var write = OutgoingWrite(
                 id: id, origin: origin, idempotencyKey: entry.idempotencyKey, table: queued.table, operation: queued.operation,
                 key: queued.canonicalKey, body: queued.canonicalBody, baseVersion: queued.baseVersion,
                 dependsOn: queued.dependencies,
                 user: queued.user, createdAt: createdAt)
+            // R9.3: a delete sent before may have been applied by then.
+            if queued.operation == .delete { write.isResend = try reader.hasIndexedHistory(id) }
             if let reason = transport.unmadeReason(for: write) {
                 unmade.append((id, reason))
             } else {
