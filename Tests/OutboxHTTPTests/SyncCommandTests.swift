@@ -142,8 +142,10 @@ struct SyncCommandTests {
         async throws -> Int
     {
         let environment = ["OUTBOX_ACCESS_TOKEN": try await instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
-        // A lost acknowledgement too: the stand-in commits one request and drops its connection.
-        try await instance.fault([["latency": 0.01], ["drop": true]])
+        // A lost acknowledgement too: the stand-in commits one request and drops its connection. The
+        // requests before it answer 50 ms late, so a drain outlasts the first kills however fast the
+        // machine (each run's kill comes 50 to 600 ms in).
+        try await instance.fault(Array(repeating: ["latency": 0.05], count: 24) + [["drop": true]])
         let random = SeededRandomSource(seed: seed)
         var kills = 0
         var finished = false

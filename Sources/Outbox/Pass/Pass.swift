@@ -207,18 +207,22 @@ struct Pass: Sendable {
     /// are left for a later pass, reported as skipped (R4.5). Nil when the first part had none left.
     private func nextRequest(of progress: inout Progress, _ planner: Planner, _ appender: inout Appender) throws -> Request? {
         var part = progress.batch.removeFirst()
-        let ready = Set(try planner.stillReady(part.writes.map(\.id), appender.reader))
-        for write in part.writes where !ready.contains(write.id) {
-            guard let entry = try appender.reader.entry(write.id), entry.state.isSendable else { continue }
-            progress.verdicts.append(SyncReport.Verdict(id: write.id, kind: .skipped, refusals: entry.refusals))
-            progress.done.insert(write.id)
-        }
-        part.writes.removeAll { !ready.contains($0.id) }
-        guard !part.writes.isEmpty else { return nil }
-        // A write released meanwhile goes under its fresh key (R3.1).
-        for index in part.writes.indices {
-            if let entry = try appender.reader.entry(part.writes[index].id) {
-                part.writes[index].idempotencyKey = entry.idempotencyKey
+        // A batch's first request goes as planned, in this transaction; a later one is judged again:
+        // answers and the app's calls may have changed its writes since.
+        if progress.inBatch {
+            let ready = Set(try planner.stillReady(part.writes.map(\.id), appender.reader))
+            for write in part.writes where !ready.contains(write.id) {
+                guard let entry = try appender.reader.entry(write.id), entry.state.isSendable else { continue }
+                progress.verdicts.append(SyncReport.Verdict(id: write.id, kind: .skipped, refusals: entry.refusals))
+                progress.done.insert(write.id)
+            }
+            part.writes.removeAll { !ready.contains($0.id) }
+            guard !part.writes.isEmpty else { return nil }
+            // A write released meanwhile goes under its fresh key (R3.1).
+            for index in part.writes.indices {
+                if let entry = try appender.reader.entry(part.writes[index].id) {
+                    part.writes[index].idempotencyKey = entry.idempotencyKey
+                }
             }
         }
         // An atomic group is one request, or it was unmade (`unmadeReason(forGroup:)`).
