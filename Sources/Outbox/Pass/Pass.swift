@@ -230,7 +230,8 @@ struct Pass: Sendable {
             part.isAtomic
             ? part.writes.count
             : min(max(transport.requestSize(for: OutgoingBatch(writes: part.writes)), 1), part.writes.count)
-        let writes = Array(part.writes.prefix(size))
+        // The whole part in one request (the contract's batches) moves it, uncopied.
+        let writes = size == part.writes.count ? part.writes : Array(part.writes.prefix(size))
         let passId = try progress.passId ?? start(&appender)
         progress.passId = passId
         let sent = writes.map { AttemptStarted.Sent(id: $0.id, idempotencyKey: $0.idempotencyKey) }
@@ -238,8 +239,10 @@ struct Pass: Sendable {
             .attemptStarted(
                 AttemptStarted(passId: passId, writes: sent, batchCount: part.count, continuesBatch: progress.inBatch)))
         progress.inBatch = true
-        part.writes.removeFirst(size)
-        if !part.writes.isEmpty { progress.batch.insert(part, at: 0) }
+        if size < part.writes.count {
+            part.writes.removeFirst(size)
+            progress.batch.insert(part, at: 0)
+        }
         return Request(writes: writes, isAtomic: part.isAtomic, batchCount: part.count)
     }
 
