@@ -69,8 +69,7 @@ public struct ContractTransport: OutboxTransport {
         do {
             response = try await server.perform(request)
         } catch {
-            if let broken = PostgRESTServer.brokenAnswer(error) { return .contractBroken(broken) }
-            return .failed(PostgRESTServer.requestFailure(error))
+            return PostgRESTServer.answer(to: error)
         }
         guard (200..<300).contains(response.status) else { return .failed(PostgRESTAnswer(response).failure) }
         return Self.answers(response.body, to: batch)

@@ -145,20 +145,14 @@ struct PostgRESTServer: Sendable {
         try await client.send(request, timeout: timeout)
     }
 
-    /// A request that got no response, as the boundary says it.
-    static func requestFailure(_ failure: HTTPFailure) -> RequestFailure {
+    /// A request that got no usable response, as the boundary says it: a failure of the request, or
+    /// a broken answer for one past the client's limit (R9.6), read no further.
+    static func answer(to failure: HTTPFailure) -> RequestAnswer {
         switch failure {
-        case .timeout: return RequestFailure(kind: .timeout)
-        case .network, .cancelled: return RequestFailure(kind: .network)
-        case .redirected: return RequestFailure(kind: .http, status: 502, code: "redirect_refused")
-        // Callers judge it first, as the broken answer it is (`brokenAnswer`); a request failure only
-        // where no answer can be broken (a row read).
-        case .answerTooLarge: return RequestFailure(kind: .http, status: 502, code: "answer_too_large")
+        case .timeout: return .failed(RequestFailure(kind: .timeout))
+        case .network, .cancelled: return .failed(RequestFailure(kind: .network))
+        case .redirected: return .failed(RequestFailure(kind: .http, status: 502, code: "redirect_refused"))
+        case .answerTooLarge: return .contractBroken("an answer longer than the client reads (its limit)")
         }
-    }
-
-    /// The broken answer an HTTP failure is, if it is one (R9.6: an answer past the limit).
-    static func brokenAnswer(_ failure: HTTPFailure) -> String? {
-        failure == .answerTooLarge ? "an answer longer than the client reads (its limit)" : nil
     }
 }

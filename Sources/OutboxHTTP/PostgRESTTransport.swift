@@ -146,6 +146,15 @@ public struct PostgRESTTransport: OutboxTransport {
         case stop(RequestFailure)
         /// A 2xx answer that breaks the wire contract (R9.4): nothing of it is judged.
         case broken(String)
+
+        /// A request-level answer (no response, or one past the limit) as this write's outcome.
+        init(_ answer: RequestAnswer) {
+            switch answer {
+            case .failed(let failure): self = .stop(failure)
+            case .contractBroken(let description): self = .broken(description)
+            case .answered(let answers): self = answers.first.map { .answer($0) } ?? .broken("no answer")
+            }
+        }
     }
 
     private func sendOne(_ write: OutgoingWrite, token: String?) async -> Outcome {
@@ -159,8 +168,7 @@ public struct PostgRESTTransport: OutboxTransport {
         do {
             response = try await server.perform(request)
         } catch {
-            if let broken = PostgRESTServer.brokenAnswer(error) { return .broken(broken) }
-            return .stop(PostgRESTServer.requestFailure(error))
+            return Outcome(PostgRESTServer.answer(to: error))
         }
         if (200..<300).contains(response.status) {
             if let broken = Self.shapeProblem(of: response, to: write.operation) { return .broken(broken) }
@@ -216,6 +224,7 @@ public struct PostgRESTTransport: OutboxTransport {
         }
         return response.body.isEmpty ? nil : "a \(response.status) answer to a \(operation) with a body where none belongs"
     }
+
     /// An insert refused as a duplicate key is read back: the row it made earlier (an acknowledgement
     /// that was lost) holds every column the write sent with the same value.
     private func readBack(_ write: OutgoingWrite, token: String?, refused: PostgRESTAnswer) async -> Outcome {
@@ -228,8 +237,7 @@ public struct PostgRESTTransport: OutboxTransport {
             }
             return .answer(WriteAnswer(.refused(refused.refusal)))
         } catch let failure as HTTPFailure {
-            if let broken = PostgRESTServer.brokenAnswer(failure) { return .broken(broken) }
-            return .stop(PostgRESTServer.requestFailure(failure))
+            return Outcome(PostgRESTServer.answer(to: failure))
         } catch {
             return .stop(RequestFailure(kind: .network))
         }
@@ -275,8 +283,7 @@ public struct PostgRESTTransport: OutboxTransport {
         do {
             response = try await server.perform(request)
         } catch {
-            if let broken = PostgRESTServer.brokenAnswer(error) { return .contractBroken(broken) }
-            return .failed(PostgRESTServer.requestFailure(error))
+            return PostgRESTServer.answer(to: error)
         }
         if (200..<300).contains(response.status) {
             if let broken = Self.shapeProblem(of: response, to: .insert) { return .contractBroken(broken) }

@@ -177,14 +177,7 @@ public final class OutboxClient: Sendable {
     /// How many writes of users other than `user` are pending (the tool says so after a sync with
     /// `user`'s token, which never carries them).
     package func pendingCount(exceptUser user: String) throws -> Int {
-        var count = 0
-        try log.read { reader in
-            try QueuedWrite.forEach(user: nil, reader: reader) { write in
-                if write.user != user, write.state == .pending { count += 1 }
-                return true
-            }
-        }
-        return count
+        try log.read { try $0.pendingCount(exceptUser: user) }
     }
 
     /// Whether a pass may send now: the session was settled in this client (its token known), or no

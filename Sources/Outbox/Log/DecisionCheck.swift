@@ -27,8 +27,9 @@ extension EventLog {
         var found: (UInt64, String)?
         // A `verdictsRecorded` is checked as the run of verdicts it holds, each against what this version
         // decides: a log that recorded them one event each (an earlier version) checks the same.
-        // The pass's last request, and the failure a pass stops with once its batch is sent (R4.4).
-        var attempts: [UInt64: AttemptStarted] = [:]
+        // The batch count of each pass's last request, and the failure a pass stops with once its batch
+        // is sent (R4.4).
+        var batchCounts: [UInt64: Int] = [:]
         var finishing: [UInt64: PassFailure] = [:]
         func check(_ recorded: RecordedEvent) throws -> Bool {
             let event = recorded.event
@@ -86,7 +87,7 @@ extension EventLog {
             case .passStarted(let started):
                 settings[started.passId] = started
             case .attemptStarted(let attempt):
-                attempts[attempt.passId] = attempt
+                batchCounts[attempt.passId] = attempt.batchCount
             case .passEnded(let ended):
                 finishing[ended.passId] = nil
             case .answerReceived(let answer):
@@ -94,7 +95,7 @@ extension EventLog {
                     found = (recorded.sequence, "an answer for pass \(answer.passId), which never started")
                     return false
                 }
-                let batchCount = attempts[answer.passId].map { $0.batchCount } ?? answer.writes.count
+                let batchCount = batchCounts[answer.passId] ?? answer.writes.count
                 let input = Decider.Input(
                     passId: answer.passId, writes: answer.writes, batchCount: max(batchCount, answer.writes.count),
                     answer: answer.answer, maxRefusals: started.maxRefusals, at: recorded.at)

@@ -113,20 +113,20 @@ enum Decider {
         into decision: inout Decision
     ) {
         guard failure.kind == .http else {
-            stopAfterBatch(PassFailure(kind: .network), into: &decision)
+            stopAfterRequest(PassFailure(kind: .network), into: &decision)
             return
         }
         let retryAfter = RetryAfter.seconds(failure.retryAfter, now: input.at)
         switch Classification.of(status: failure.status, code: failure.code) {
         case .mayPass:
-            stopAfterBatch(
+            stopAfterRequest(
                 PassFailure(kind: .http, status: failure.status, code: failure.code, retryAfter: retryAfter), into: &decision)
         case .schemaCache:
             for (id, entry) in entries {
                 countSchemaRefusal(
                     id, entry, Refusal(status: failure.status, code: failure.code, message: failure.text), input, into: &decision)
             }
-            stopAfterBatch(
+            stopAfterRequest(
                 PassFailure(kind: .schemaCache, status: failure.status, code: failure.code, retryAfter: retryAfter),
                 into: &decision)
         case .refusal:
@@ -168,7 +168,7 @@ enum Decider {
                 refuse(id, entry, refusal, input, into: &decision)
             case .schemaCache:
                 countSchemaRefusal(id, entry, refusal, input, into: &decision)
-                stopAfterBatch(PassFailure(kind: .schemaCache, status: refusal.status, code: refusal.code), into: &decision)
+                stopAfterRequest(PassFailure(kind: .schemaCache, status: refusal.status, code: refusal.code), into: &decision)
             case .mayPass:
                 failAlone(id, entry, status: refusal.status, code: nil, text: refusal.message, input, into: &decision)
             }
@@ -198,8 +198,8 @@ enum Decider {
     /// After a write not sent, the pass stops with that write's own failure as judged alone, or as a
     /// broken contract when the transport gave none.
     private static func stopAfterNotSent(_ alone: Decision, into decision: inout Decision) {
-        if case .stop(let stop) = alone.next { stopAfterBatch(stop, into: &decision) }
-        stopAfterBatch(PassFailure(kind: .protocol), into: &decision)
+        if case .stop(let stop) = alone.next { stopAfterRequest(stop, into: &decision) }
+        stopAfterRequest(PassFailure(kind: .protocol), into: &decision)
     }
 
     /// A per-write failure that may pass (R4.4): the write stays pending and the pass stops after the
@@ -219,9 +219,9 @@ enum Decider {
         }
     }
 
-    /// The first failure of the request is the one the pass reports; one that stops the pass at once
-    /// outranks a write that failed alone before it.
-    private static func stopAfterBatch(_ failure: PassFailure, into decision: inout Decision) {
+    /// Stops the pass once this request is decided. The first failure of the request is the one the
+    /// pass reports; one that stops the pass at once outranks a write that failed alone before it.
+    private static func stopAfterRequest(_ failure: PassFailure, into decision: inout Decision) {
         switch decision.next {
         case .goOn: decision.next = .stop(failure)
         case .finishBatch(let first): decision.next = .stop(first)
@@ -253,7 +253,7 @@ enum Decider {
             for (id, entry, answer) in answered {
                 if case .failed(let status, let code, _) = answer.verdict {
                     decision.verdicts.append(SyncReport.Verdict(id: id, kind: .failed, refusals: entry.refusals))
-                    stopAfterBatch(PassFailure(kind: .http, status: status, code: code), into: &decision)
+                    stopAfterRequest(PassFailure(kind: .http, status: status, code: code), into: &decision)
                 } else if case .notSent(let failure) = answer.verdict {
                     // Judged as a write alone, but never charged: a group is refused whole or not at all.
                     decision.verdicts.append(SyncReport.Verdict(id: id, kind: .notSent, refusals: entry.refusals))

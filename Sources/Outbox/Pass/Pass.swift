@@ -309,6 +309,17 @@ extension StoreReader {
         }
     }
 
+    /// How many writes of users other than `user` are pending: the pending list's keys, nothing decoded.
+    func pendingCount(exceptUser user: String) throws -> Int {
+        let prefix = Key.userPrefix(user)
+        var count = 0
+        try scan(.pending, [], nil) { key, _ in
+            if !key.starts(with: prefix) { count += 1 }
+            return true
+        }
+        return count
+    }
+
     /// The user's counts, read together (R7.1).
     func counters(user: String) throws -> Counters {
         try value(.counters, Key.userPrefix(user)).map { try Counters.decode($0) } ?? Counters()
