@@ -43,8 +43,9 @@ let package = Package(
         // links no HTTP code.
         .target(
             name: "OutboxHTTP", dependencies: ["Outbox", .target(name: "COutboxCurl", condition: .when(platforms: [.linux]))]),
-        // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance.
-        .target(name: "OutboxScenario", dependencies: ["Outbox", "OutboxTesting"]),
+        // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance, which answers as
+        // PostgREST does (its codes mean what OutboxHTTP maps them to).
+        .target(name: "OutboxScenario", dependencies: ["Outbox", "OutboxHTTP", "OutboxTesting"]),
         // The bodies of the libFuzzer targets in Fuzz/, so the test suite replays their crashers.
         .target(name: "OutboxFuzzing", dependencies: ["Outbox", "OutboxScenario", "OutboxTesting", "OutboxTool"]),
         // `outbox simulate`: the deterministic simulation with faults (TESTING.md §1).

@@ -144,6 +144,13 @@ public struct ContractTransport: OutboxTransport {
             }
             answers.append(WriteAnswer(mapped, replayed: fields["replayed"] == .bool(true)))
         }
+        // A group the instance aborted for a write that may pass (a permission not granted yet) was
+        // not refused: the whole request failed that way.
+        for answer in answers where batch.isAtomic {
+            if case .failed(let status, let code, let text) = answer.verdict {
+                return .failed(RequestFailure(kind: .http, status: status, code: code, text: text, meaning: .mayPass))
+            }
+        }
         return .answered(answers)
     }
 
@@ -169,9 +176,14 @@ public struct ContractTransport: OutboxTransport {
             return .conflicted(siblingId: sibling, fields: strings("fields"))
         case "refused":
             guard case .int(let status)? = fields["status"] else { return nil }
-            return .refused(
-                Refusal(status: Int(clamping: status), code: string("code"), message: string("reason"), fields: strings("fields"))
-            )
+            let refusal = Refusal(
+                status: Int(clamping: status), code: string("code"), message: string("reason"), fields: strings("fields"))
+            // The instance's codes are PostgreSQL's, passed on as PostgREST does: a refusal whose code
+            // may pass is this write's failure, not a refusal.
+            switch RequestFailure.Meaning.postgREST(status: refusal.status, code: refusal.code) {
+            case .refused, .schemaCache: return .refused(refusal)
+            case .mayPass, .tokenRefused: return .failed(status: refusal.status, code: refusal.code, text: refusal.message)
+            }
         case "blocked":
             let reasons: [String: BlockedReason] = [
                 "key_spent": .keySpent, "version_conflict": .conflictUnresolved, "ancestor_unavailable": .ancestorUnavailable,

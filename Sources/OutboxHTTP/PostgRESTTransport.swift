@@ -111,7 +111,7 @@ public struct PostgRESTTransport: OutboxTransport {
         let answer: RequestAnswer
         switch await sendOne(first, token: accessToken) {
         case .answer(let one): answer = .answered([one])
-        case .stop(let failure): answer = .failed(failure)
+        case .failed(let failure): answer = .failed(failure)
         case .broken(let description): answer = .contractBroken(description)
         }
         return Self.notSent(after: answer, sent: 1, unsent: batch.writes.count - 1)
@@ -143,14 +143,15 @@ public struct PostgRESTTransport: OutboxTransport {
 
     private enum Outcome {
         case answer(WriteAnswer)
-        case stop(RequestFailure)
+        /// The request failed: the library judges the failure as this write's.
+        case failed(RequestFailure)
         /// A 2xx answer that breaks the wire contract (R9.4): nothing of it is judged.
         case broken(String)
 
         /// A request-level answer (no response, or one past the limit) as this write's outcome.
         init(_ answer: RequestAnswer) {
             switch answer {
-            case .failed(let failure): self = .stop(failure)
+            case .failed(let failure): self = .failed(failure)
             case .contractBroken(let description): self = .broken(description)
             case .answered(let answers): self = answers.first.map { .answer($0) } ?? .broken("no answer")
             }
@@ -198,10 +199,8 @@ public struct PostgRESTTransport: OutboxTransport {
         if response.status == 401 || response.status == 403, answer.code == "42501" {
             return .answer(WriteAnswer(.failed(status: response.status, code: answer.code, text: answer.message)))
         }
-        switch Classification.of(status: response.status, code: answer.code) {
-        case .refusal, .schemaCache: return .answer(WriteAnswer(.refused(answer.refusal)))
-        case .mayPass: return .stop(answer.failure)
-        }
+        // The request carried this write alone: its failure is the write's, as PostgREST's code means.
+        return .failed(answer.failure)
     }
 
     /// What is wrong with a success answer that is not PostgREST's for this request (R9.4), or nil:
@@ -239,7 +238,7 @@ public struct PostgRESTTransport: OutboxTransport {
         } catch let failure as HTTPFailure {
             return Outcome(PostgRESTServer.answer(to: failure))
         } catch {
-            return .stop(RequestFailure(kind: .network))
+            return .failed(RequestFailure(kind: .network))
         }
     }
 
@@ -411,7 +410,31 @@ struct PostgRESTAnswer {
     var refusal: Refusal { Refusal(status: status, code: code, message: message, fields: fields) }
 
     var failure: RequestFailure {
-        RequestFailure(kind: .http, status: status, code: code, retryAfter: retryAfter, text: message)
+        RequestFailure(
+            kind: .http, status: status, code: code, retryAfter: retryAfter, text: message, fields: fields,
+            meaning: .postgREST(status: status, code: code))
+    }
+}
+
+extension RequestFailure.Meaning {
+    /// What a PostgREST error means for the writes of its request, from its status and its code
+    /// (PostgREST's own, or the SQLSTATE it passes on).
+    ///
+    /// - The token classes (`PGRST301` to `PGRST303`, with 401): the token was refused.
+    /// - `PGRST202`, `PGRST204`, `PGRST205`: the schema cache does not know the function, column or
+    ///   table yet.
+    /// - `42501` (a permission) and `25006` (a read-only database): they may pass.
+    /// - Otherwise the status decides (`of(_:status:)`); with no status, the SQLSTATE classes 22, 23
+    ///   and 42, `P0001` and `0A000` are refusals.
+    public static func postgREST(status: Int?, code: String?) -> Self {
+        if status == 401, let code, ["PGRST301", "PGRST302", "PGRST303"].contains(code) { return .tokenRefused }
+        if let code {
+            if ["PGRST202", "PGRST204", "PGRST205"].contains(code) { return .schemaCache }
+            if code == "42501" || code == "25006" { return .mayPass }
+        }
+        if let status { return of(.http, status: status) }
+        if let code, ["22", "23", "42"].contains(code.prefix(2)) || code == "P0001" || code == "0A000" { return .refused }
+        return code == nil ? .refused : .mayPass
     }
 }
 

@@ -1,4 +1,5 @@
 public import Outbox
+import OutboxHTTP
 public import OutboxTesting
 
 /// A scenario file (SCENARIOS.md): a name, the client's settings, and steps with expectations.
@@ -316,7 +317,9 @@ extension Scenario {
             case .string(let s)?: retryAfter = s
             default: throw fail("retryAfter must be seconds or a string")
             }
-            return .status(status, code: try string("code"), retryAfter: retryAfter)
+            // The scenario's instance answers as PostgREST does, and its codes mean what they mean there.
+            let code = try string("code")
+            return .status(status, code: code, retryAfter: retryAfter, meaning: .postgREST(status: status, code: code))
         }
         if fields["network"] == .string("down") { return .networkDown }
         if fields["lostResponse"] == .bool(true) { return .lostResponse }

@@ -180,15 +180,21 @@ extension FaultyTransport.State {
         if let token, !validTokens.contains(token) {
             return FaultyTransport.Plan(
                 kind: .answer(
-                    .failed(RequestFailure(kind: .http, status: 401, code: "PGRST301", text: "JWT expired SERVER-CANARY"))),
+                    .failed(
+                        RequestFailure(
+                            kind: .http, status: 401, code: "PGRST301", text: "JWT expired SERVER-CANARY", meaning: .tokenRefused)
+                    )),
                 deliverFirst: plan.deliverFirst)
         }
-        func fail(_ status: Int, code: String? = nil, retryAfter: String? = nil) -> FaultyTransport.Plan {
+        func fail(
+            _ status: Int, code: String? = nil, retryAfter: String? = nil, meaning: RequestFailure.Meaning? = nil
+        ) -> FaultyTransport.Plan {
             FaultyTransport.Plan(
                 kind: .answer(
                     .failed(
                         RequestFailure(
-                            kind: .http, status: status, code: code, retryAfter: retryAfter, text: "SERVER-CANARY \(status)"))),
+                            kind: .http, status: status, code: code, retryAfter: retryAfter, text: "SERVER-CANARY \(status)",
+                            meaning: meaning))),
                 deliverFirst: plan.deliverFirst)
         }
         if rng.chance(rates.dropped) {
@@ -204,8 +210,11 @@ extension FaultyTransport.State {
             return fail(rng.chance(0.5) ? 429 : 503, retryAfter: forms[rng.below(forms.count)])
         }
         if rng.chance(rates.unauthorized) { return fail(401) }
-        if rng.chance(rates.permission) { return fail(403, code: "42501") }
-        if rng.chance(rates.schemaCache) { return rng.chance(0.5) ? fail(400, code: "PGRST204") : fail(404, code: "PGRST205") }
+        if rng.chance(rates.permission) { return fail(403, code: "42501", meaning: .mayPass) }
+        if rng.chance(rates.schemaCache) {
+            return rng.chance(0.5)
+                ? fail(400, code: "PGRST204", meaning: .schemaCache) : fail(404, code: "PGRST205", meaning: .schemaCache)
+        }
         if rng.chance(rates.malformed) {
             return FaultyTransport.Plan(
                 kind: .answer(.contractBroken("the body answers another write")), deliverFirst: plan.deliverFirst)

@@ -24,8 +24,10 @@ public final class SimulatedInstance: OutboxTransport {
         /// The answer to one write: accepted, merged, conflicted (an empty sibling id gets a new one),
         /// refused, blocked, or failed.
         case verdict(WriteVerdict)
-        /// The whole request fails with an HTTP status (a PostgREST code and a Retry-After optional).
-        case status(Int, code: String? = nil, retryAfter: String? = nil)
+        /// The whole request fails with an HTTP status, a server code and a Retry-After optional, meaning
+        /// what the status says unless `meaning` says more (as a transport maps a token refused, or a
+        /// schema the server does not know yet).
+        case status(Int, code: String? = nil, retryAfter: String? = nil, meaning: RequestFailure.Meaning? = nil)
         /// The request never reaches the instance.
         case networkDown
         /// The instance applies the request and remembers its answers; the client sees a dropped connection.
@@ -201,10 +203,11 @@ public final class SimulatedInstance: OutboxTransport {
             }
             if let entry {
                 switch entry {
-                case .status(let status, let code, let retryAfter):
+                case .status(let status, let code, let retryAfter, let meaning):
                     return .failed(
                         RequestFailure(
-                            kind: .http, status: status, code: code, retryAfter: retryAfter, text: "scripted failure \(status)"))
+                            kind: .http, status: status, code: code, retryAfter: retryAfter, text: "scripted failure \(status)",
+                            meaning: meaning))
                 case .networkDown:
                     return .failed(RequestFailure(kind: .network))
                 case .malformed:

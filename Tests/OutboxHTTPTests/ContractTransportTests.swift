@@ -164,14 +164,29 @@ struct ContractTransportTests {
             #expect(other == .answered([WriteAnswer(.blocked(.keySpent, refusal: nil))]))
             let another = await transport.send(OutgoingBatch(writes: [write(2, "Milk")]), accessToken: token)
             #expect(another == .answered([WriteAnswer(.blocked(.keySpent, refusal: nil))]))
-            // Another user's token: the write is not the caller's.
+            // Another user's token: the write is not the caller's, a permission that may pass (R4.3), so
+            // the transport maps the instance's refusal to this write's failure.
             let bob = await transport.send(
                 OutgoingBatch(writes: [write(1, "Milk")]), accessToken: try await instance.token("bob"))
-            guard case .answered(let answers) = bob, case .refused(let refusal) = answers.first?.verdict else {
+            guard case .answered(let answers) = bob, case .failed(let status, let code, _)? = answers.first?.verdict else {
                 Issue.record("\(bob)")
                 return
             }
-            #expect(refusal.status == 403 && refusal.code == "42501")
+            #expect(status == 403 && code == "42501")
+            // An atomic group the instance aborted for that write was not refused: the whole request
+            // failed in a way that may pass (R4.3, R4.5), and nothing of it is charged.
+            let group = [UInt64(3), 4].map { id in
+                OutgoingWrite(
+                    id: WriteID(id), origin: origin, idempotencyKey: IdempotencyKey(high: 9, low: id), table: "todos",
+                    operation: .insert, key: ["id": .int(Int64(10 + id))], body: ["title": "Jam"], user: "alice")
+            }
+            let aborted = await transport.send(
+                OutgoingBatch(writes: group, isAtomic: true), accessToken: try await instance.token("bob"))
+            guard case .failed(let failure) = aborted else {
+                Issue.record("\(aborted)")
+                return
+            }
+            #expect(failure.meaning == .mayPass && failure.status == 403 && failure.code == "42501")
             #expect(try await instance.sql("select title, owner from todos") == ["Milk|alice"])
         }
     }

@@ -71,22 +71,26 @@ import Testing
 
     // R9.4, row by row, for a batch of one write.
     @Test(
-        "R9.4: what each answer is",
+        "R9.4, R9.1: what each answer is, PostgREST's codes mapped to what they mean",
         arguments: [
-            (ScriptedHTTPClient.Answer.error(401, "PGRST303"), "failed 401 PGRST303"),
-            (.error(401, "PGRST301"), "failed 401 PGRST301"), (.error(401, "42501"), "alone 401 42501"),
-            (.error(403, "42501"), "alone 403 42501"), (.error(401, nil), "failed 401 -"),
-            (.error(405, "25006"), "failed 405 25006"), (.error(402, nil), "failed 402 -"), (.error(540, nil), "failed 540 -"),
-            (.error(408, nil), "failed 408 -"), (.error(429, nil, headers: ["Retry-After": "12"]), "failed 429 - after 12"),
-            (.error(503, "PGRST001", headers: ["Retry-After": "0"]), "failed 503 PGRST001 after 0"),
-            (.error(500, "40001"), "failed 500 40001"), (.error(504, "PGRST003"), "failed 504 PGRST003"),
-            (.status(520), "failed 520 -"), (.status(522), "failed 522 -"), (.status(524), "failed 524 -"),
-            (.status(544), "failed 544 -"), (.error(404, "PGRST205"), "refused 404 PGRST205"),
-            (.error(400, "PGRST204"), "refused 400 PGRST204"), (.error(404, "PGRST202"), "refused 404 PGRST202"),
-            (.error(400, "23514"), "refused 400 23514"), (.error(409, "23503"), "refused 409 23503"),
-            (.error(400, "22P02"), "refused 400 22P02"), (.error(400, "P0001"), "refused 400 P0001"),
-            (.error(400, "PGRST102"), "refused 400 PGRST102"), (.error(406, "PGRST116"), "refused 406 PGRST116"),
-            (.status(413, body: "<html>too large</html>"), "refused 413 -"),
+            (ScriptedHTTPClient.Answer.error(401, "PGRST303"), "failed 401 PGRST303 tokenRefused"),
+            (.error(401, "PGRST301"), "failed 401 PGRST301 tokenRefused"), (.error(401, "42501"), "alone 401 42501"),
+            (.error(403, "42501"), "alone 403 42501"), (.error(401, nil), "failed 401 - mayPass"),
+            (.error(405, "25006"), "failed 405 25006 mayPass"), (.error(402, nil), "failed 402 - mayPass"),
+            (.error(540, nil), "failed 540 - mayPass"),
+            (.error(408, nil), "failed 408 - mayPass"),
+            (.error(429, nil, headers: ["Retry-After": "12"]), "failed 429 - mayPass after 12"),
+            (.error(503, "PGRST001", headers: ["Retry-After": "0"]), "failed 503 PGRST001 mayPass after 0"),
+            (.error(500, "40001"), "failed 500 40001 mayPass"), (.error(504, "PGRST003"), "failed 504 PGRST003 mayPass"),
+            (.status(520), "failed 520 - mayPass"), (.status(522), "failed 522 - mayPass"),
+            (.status(524), "failed 524 - mayPass"),
+            (.status(544), "failed 544 - mayPass"), (.error(404, "PGRST205"), "failed 404 PGRST205 schemaCache"),
+            (.error(400, "PGRST204"), "failed 400 PGRST204 schemaCache"),
+            (.error(404, "PGRST202"), "failed 404 PGRST202 schemaCache"),
+            (.error(400, "23514"), "failed 400 23514 refused"), (.error(409, "23503"), "failed 409 23503 refused"),
+            (.error(400, "22P02"), "failed 400 22P02 refused"), (.error(400, "P0001"), "failed 400 P0001 refused"),
+            (.error(400, "PGRST102"), "failed 400 PGRST102 refused"), (.error(406, "PGRST116"), "failed 406 PGRST116 refused"),
+            (.status(413, body: "<html>too large</html>"), "failed 413 - refused"),
             (.failure(.timeout), "failed timeout"), (.failure(.network), "failed network"),
         ] as [(ScriptedHTTPClient.Answer, String)])
     func classification(_ scripted: ScriptedHTTPClient.Answer, _ expected: String) async throws {
@@ -95,10 +99,53 @@ import Testing
         #expect(Self.describe(answer) == expected)
     }
 
+    // R9.1: PostgREST's codes are read here, in the transport's mapping, and nowhere in the library.
+    @Test func codesWithoutAStatusAndTheFieldsOfARefusal() async throws {
+        for code in ["22P02", "23505", "42703", "P0001", "0A000"] {
+            #expect(RequestFailure.Meaning.postgREST(status: nil, code: code) == .refused)
+        }
+        #expect(RequestFailure.Meaning.postgREST(status: nil, code: "42501") == .mayPass)
+        #expect(RequestFailure.Meaning.postgREST(status: nil, code: "XX000") == .mayPass)
+        #expect(RequestFailure.Meaning.postgREST(status: 400, code: "42501") == .mayPass)
+        #expect(RequestFailure.Meaning.postgREST(status: 403, code: "PGRST301") == .refused, "a token class needs its 401")
+        // The column a refusal names travels with the failure, and the refusal the library records keeps it.
+        let client = ScriptedHTTPClient([.error(400, "23502", #"null value in column "title" violates not-null constraint"#)])
+        let answer = try await Self.transport(client).send(OutgoingBatch(writes: [Self.write(1, .insert)]), accessToken: nil)
+        guard case .failed(let failure) = answer else {
+            Issue.record("a write's own request that is refused fails as a request: \(answer)")
+            return
+        }
+        #expect(failure.fields == ["title"] && failure.meaning == .refused)
+    }
+
+    /// R4.3 with R9.4's PostgREST rows, written again apart from the library's code.
+    static func expected(status: Int, code: String?) -> RequestFailure.Meaning {
+        if status == 401, ["PGRST301", "PGRST302", "PGRST303"].contains(code) { return .tokenRefused }
+        if ["PGRST204", "PGRST205", "PGRST202"].contains(code) { return .schemaCache }
+        if code == "42501" || code == "25006" || [401, 402, 408, 429].contains(status) || !(400..<500).contains(status) {
+            return .mayPass
+        }
+        return .refused
+    }
+
+    // TESTING.md §3: the mapping is total over every status and the codes that matter.
+    @Test func postgRESTMappingIsTotal() {
+        let codes: [String?] = [
+            nil, "PGRST204", "PGRST205", "PGRST202", "PGRST301", "PGRST302", "PGRST303", "42501", "25006", "23505",
+            "22P02", "P0001", "0A000", "<html>",
+        ]
+        for status in 100...599 {
+            for code in codes {
+                #expect(RequestFailure.Meaning.postgREST(status: status, code: code) == Self.expected(status: status, code: code))
+            }
+        }
+    }
+
     static func describe(_ answer: RequestAnswer) -> String {
         switch answer {
         case .failed(let failure) where failure.kind == .http:
-            return "failed \(failure.status ?? 0) \(failure.code ?? "-")" + (failure.retryAfter.map { " after \($0)" } ?? "")
+            return "failed \(failure.status ?? 0) \(failure.code ?? "-") \(failure.meaning)"
+                + (failure.retryAfter.map { " after \($0)" } ?? "")
         case .failed(let failure): return "failed \(failure.kind.rawValue)"
         case .answered(let answers):
             return answers.map { answer in
@@ -140,7 +187,8 @@ import Testing
             client.sent.last?.body.map { String(decoding: $0, as: UTF8.self) }
                 == #"[{"id":1,"title":"Milk"},{"id":2,"title":"Milk"},{"id":3,"title":"Milk"}]"#)
         client.answer(.error(409, "23505"))
-        #expect(Self.describe(await transport.send(OutgoingBatch(writes: inserts), accessToken: nil)) == "failed 409 23505")
+        #expect(
+            Self.describe(await transport.send(OutgoingBatch(writes: inserts), accessToken: nil)) == "failed 409 23505 refused")
     }
 }
 

@@ -150,6 +150,8 @@ import Testing
         #expect(Dictionary(uniqueKeysWithValues: PassFailure.Kind.allCases.map { ($0, $0.code) }) == pass)
         let request: [RequestFailure.Kind: UInt8] = [.network: 0, .timeout: 1, .device: 2, .http: 3]
         #expect(Dictionary(uniqueKeysWithValues: RequestFailure.Kind.allCases.map { ($0, $0.code) }) == request)
+        let meaning: [RequestFailure.Meaning: UInt8] = [.mayPass: 0, .tokenRefused: 1, .schemaCache: 2, .refused: 3]
+        #expect(Dictionary(uniqueKeysWithValues: RequestFailure.Meaning.allCases.map { ($0, $0.code) }) == meaning)
         for code in UInt8(7)...UInt8(255) { #expect(BlockedReason(code: code) == nil) }
     }
 
@@ -274,6 +276,17 @@ import Testing
             .attemptStarted(
                 AttemptStarted(passId: 3, writes: [.init(id: 301, idempotencyKey: key)], batchCount: 5, continuesBatch: true)),
         ])
+        // What each failure means, as its transport mapped it, with the fields a refusal names (R9.1).
+        groups.append(
+            RequestFailure.Meaning.allCases.map { meaning in
+                .answerReceived(
+                    AnswerReceived(
+                        passId: 11, writes: [302],
+                        answer: .failed(
+                            RequestFailure(
+                                kind: .http, status: 400, code: "23502", text: "null value", fields: ["title"], meaning: meaning))
+                    ))
+            })
         // Each group numbered from its own thousand: a case added to one enum adds a record at the end
         // of its group and moves no other record.
         return groups.enumerated().flatMap { group, events in

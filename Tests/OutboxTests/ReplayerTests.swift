@@ -63,43 +63,84 @@ func syncHeldAtItsFirstSend(_ path: String, writes: Int) async throws -> (
     return (client, transport, pass)
 }
 
-@Suite("Classification (R4.3)")
+@Suite("Classification (R4.3, R9.1)")
 struct ClassificationTests {
     @Test(
-        "statuses and codes that may pass stop the pass",
+        "a failure its transport says no more of means what its kind and status say",
         arguments: [
-            (401, nil), (408, nil), (429, nil), (500, nil), (502, nil), (503, nil), (504, nil), (403, "42501"), (400, "42501"),
-            // R9.4: a restricted or paused Supabase project, a read-only database, gateway and Cloudflare statuses.
-            (402, nil), (540, nil), (405, "25006"), (520, nil), (522, nil), (524, nil), (544, nil),
-        ] as [(Int, String?)])
-    func mayPass(_ status: Int, _ code: String?) {
-        #expect(Classification.of(status: status, code: code) == .mayPass)
+            (RequestFailure.Kind.network, nil, RequestFailure.Meaning.mayPass), (.timeout, nil, .mayPass),
+            (.device, nil, .mayPass), (.http, 401, .mayPass), (.http, 402, .mayPass), (.http, 408, .mayPass),
+            (.http, 429, .mayPass), (.http, 500, .mayPass), (.http, 503, .mayPass), (.http, 540, .mayPass),
+            (.http, 302, .mayPass), (.http, 400, .refused), (.http, 403, .refused), (.http, 404, .refused),
+            (.http, 409, .refused), (.http, 413, .refused), (.http, 422, .refused),
+        ] as [(RequestFailure.Kind, Int?, RequestFailure.Meaning)])
+    func generic(_ kind: RequestFailure.Kind, _ status: Int?, _ meaning: RequestFailure.Meaning) {
+        #expect(RequestFailure(kind: kind, status: status).meaning == meaning)
+        // A code tells the library nothing: only the transport's mapping reads codes.
+        #expect(RequestFailure(kind: kind, status: status, code: "PGRST204").meaning == meaning)
     }
 
-    @Test(
-        "schema-cache codes are counted apart",
-        arguments: [(400, "PGRST204"), (404, "PGRST205"), (404, "PGRST202")] as [(Int, String)])
-    func schemaCache(_ status: Int, _ code: String) {
-        #expect(Classification.of(status: status, code: code) == .schemaCache)
-    }
-
-    @Test(
-        "other 4xx and the refusing SQLSTATE classes refuse",
-        arguments: [
-            (400, "23502"), (400, "P0001"), (409, "23503"), (409, "23505"), (413, nil), (422, "23514"), (404, nil), (403, nil),
-            (400, "0A000"),
-        ] as [(Int, String?)])
-    func refusal(_ status: Int, _ code: String?) {
-        #expect(Classification.of(status: status, code: code) == .refusal)
-    }
-
-    @Test("a code with no status: SQLSTATE classes 22, 23, 42 (not 42501), P0001, 0A000 refuse")
-    func codesAlone() {
-        for code in ["22P02", "23505", "42703", "P0001", "0A000"] {
-            #expect(Classification.of(status: nil, code: code) == .refusal)
+    @Test("the library judges the meaning the transport gave, whatever the status and code say")
+    func meaningDecides() throws {
+        func decide(_ failure: RequestFailure) throws -> Decider.Decision {
+            try DeciderTests.decide(.failed(failure))
         }
-        #expect(Classification.of(status: nil, code: "42501") == .mayPass)
-        #expect(Classification.of(status: nil, code: "XX000") == .mayPass)
+        let refused = try decide(RequestFailure(kind: .http, status: 503, code: "X", meaning: .refused))
+        #expect(refused.verdicts.map(\.kind) == [.refused])
+        let mayPass = try decide(RequestFailure(kind: .http, status: 400, code: "23505", meaning: .mayPass))
+        #expect(mayPass.verdicts.isEmpty)
+        #expect(mayPass.next == .stop(PassFailure(kind: .http, status: 400, code: "23505")))
+        let schema = try decide(RequestFailure(kind: .http, status: 400, code: "X", meaning: .schemaCache))
+        #expect(schema.next == .stop(PassFailure(kind: .schemaCache, status: 400, code: "X")))
+        #expect(schema.events.count == 1)
+    }
+
+    @Test("answers recorded before transports gave a meaning are judged as they were then (answerReceived v3)")
+    func legacyAnswers() throws {
+        func legacy(_ bytes: (inout ByteWriter) -> Void) throws -> RequestAnswer {
+            var writer = ByteWriter()
+            bytes(&writer)
+            return try writer.bytes.withUnsafeBytes { raw in
+                var reader = ByteReader(raw)
+                return try RequestAnswer.decode(from: &reader)
+            }
+        }
+        func failure(_ status: Int, _ code: String) throws -> RequestFailure? {
+            let answer = try legacy { w in
+                w.byte(1)
+                w.byte(3)
+                w.optional(status) { $0.varint($1) }
+                w.optional(code) { $0.string($1) }
+                w.optional(String?.none) { $0.string($1) }
+                w.optional(String?.none) { $0.string($1) }
+            }
+            guard case .failed(let failure) = answer else { return nil }
+            return failure
+        }
+        #expect(try failure(401, "PGRST303")?.meaning == .tokenRefused)
+        #expect(try failure(400, "PGRST204")?.meaning == .schemaCache)
+        #expect(try failure(403, "42501")?.meaning == .mayPass)
+        #expect(try failure(409, "23505")?.meaning == .refused)
+        // A per-write refusal of then, stored as code 3: judged by its code as the library then did.
+        func refused(_ status: Int, _ code: String) throws -> WriteVerdict? {
+            let answer = try legacy { w in
+                w.byte(0)
+                w.array([0]) { w, _ in
+                    w.byte(3)
+                    Refusal(status: status, code: code, message: "m").encode(into: &w)
+                    w.bool(false)
+                }
+            }
+            guard case .answered(let answers) = answer else { return nil }
+            return answers.first?.verdict
+        }
+        #expect(try refused(422, "23514") == .refused(Refusal(status: 422, code: "23514", message: "m")))
+        #expect(try refused(403, "42501") == .failed(status: 403, text: "m"))
+        guard case .notSent(let schema?)? = try refused(400, "PGRST204") else {
+            Issue.record("a schema-cache refusal of then is its request's failure")
+            return
+        }
+        #expect(schema.meaning == .schemaCache && schema.code == "PGRST204")
     }
 
     @Test("Retry-After: seconds, an HTTP-date, a past date, garbage, a huge value (R5.3)")
@@ -426,35 +467,39 @@ struct DeciderTests {
 
 @Suite("The response classifier is total (TESTING.md §3)")
 struct TotalClassifierTests {
-    /// R4.3 (with R9.4's PostgREST rows) written again, apart from the library's code.
-    static func expected(status: Int, code: String?) -> String {
-        if ["PGRST204", "PGRST205", "PGRST202"].contains(code) { return "schemaCache" }
-        if code == "42501" || code == "25006" || [401, 402, 408, 429].contains(status) || !(400..<500).contains(status) {
-            return "stop"
+    /// R4.3 written again, apart from the library's code: what each meaning a transport gives does.
+    /// (Which status and code mean what is the transport's mapping: PostgRESTMappingIsTotal.)
+    static func expected(_ meaning: RequestFailure.Meaning) -> String {
+        switch meaning {
+        case .schemaCache: return "schemaCache"
+        case .mayPass, .tokenRefused: return "stop"
+        case .refused: return "refuse"
         }
-        return "refuse"
     }
 
-    @Test("every status 100–599 × code × body × Retry-After is decided as R4.3 says, with no text anywhere")
+    @Test("every status 100–599 × code × body × Retry-After × meaning is decided as R4.3 says, with no text anywhere")
     func total() throws {
         let codes: [String?] = [nil, "PGRST204", "PGRST205", "PGRST202", "42501", "25006", "23505", "22P02", "P0001", "<html>"]
         let bodies: [String?] = [nil, "", #"{"code":"23505","message":"TEXT-CANARY"}"#, #"{"code":"#, "<html>TEXT-CANARY</html>"]
         let retryAfters: [String?] = [nil, "5", "Thu, 01 Jan 2026 00:10:00 GMT", "garbage", "99999999999999", "-3"]
+        let meanings = RequestFailure.Meaning.allCases
         var cases = 0
         for status in 100...599 {
-            for code in codes {
+            for (index, code) in codes.enumerated() {
                 for (body, retryAfter) in zip(bodies + bodies, retryAfters + retryAfters) {
-                    let failure = RequestFailure(kind: .http, status: status, code: code, retryAfter: retryAfter, text: body)
+                    let meaning = meanings[(status + index + cases) % meanings.count]
+                    let failure = RequestFailure(
+                        kind: .http, status: status, code: code, retryAfter: retryAfter, text: body, meaning: meaning)
                     let decision = try DeciderTests.decide(.failed(failure))
                     let rendered = "\(decision.next) \(decision.verdicts)"
                     #expect(!rendered.contains("TEXT-CANARY"))
-                    switch (Self.expected(status: status, code: code), decision.next) {
+                    switch (Self.expected(meaning), decision.next) {
                     case ("schemaCache", .stop(let stopped)): #expect(stopped.kind == .schemaCache)
                     case ("stop", .stop(let stopped)):
                         #expect(stopped.kind == .http && stopped.status == status)
                         if let seconds = stopped.retryAfter { #expect(seconds >= 0 && seconds <= 3600) }
                     case ("refuse", .goOn): #expect(decision.verdicts.map(\.kind) == [.refused])
-                    default: Issue.record("status \(status) code \(code ?? "-"): \(decision.next)")
+                    default: Issue.record("status \(status) code \(code ?? "-") \(meaning): \(decision.next)")
                     }
                     cases += 1
                 }

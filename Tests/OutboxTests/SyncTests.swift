@@ -184,7 +184,7 @@ struct DecisionCheckTests {
             for n in 1...8 { try await client.enqueue(todo(Int64(n))) }
             instance.script([
                 .verdict(.refused(Refusal(status: 422, code: "23514"))), .verdict(.merged(fields: ["title"])), .status(503),
-                .verdict(.failed(status: 500, text: "boom")), .status(400, code: "PGRST204"),
+                .verdict(.failed(status: 500, text: "boom")), .status(400, code: "PGRST204", meaning: .schemaCache),
             ])
             for _ in 0..<4 { try await client.sync() }
             let report = try client.log.checkDecisions()

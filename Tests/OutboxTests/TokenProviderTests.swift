@@ -29,7 +29,7 @@ import Testing
             let provider = Provider([token(subject: "alice"), token(subject: "alice") + "-fresh"])
             let client = try await open(path, provider, instance)
             try await client.enqueue(todo(1))
-            instance.script([.status(401, code: "PGRST303")])
+            instance.script([.status(401, code: "PGRST303", meaning: .tokenRefused)])
             let report = try await client.sync()
             #expect(report.syncedCount == 1 && report.stoppedBy == nil)
             #expect(provider.asked.withLock { $0 } == 2)
@@ -52,7 +52,7 @@ import Testing
             let provider = Provider([token(subject: "alice"), token(subject: "alice") + "-fresh"])
             let client = try await open(path, provider, instance)
             for n in 1...3 { try await client.enqueue(todo(Int64(n))) }
-            let refused = RequestFailure(kind: .http, status: 401, code: "PGRST303", text: "JWT expired")
+            let refused = RequestFailure(kind: .http, status: 401, code: "PGRST303", text: "JWT expired", meaning: .tokenRefused)
             instance.script([.verdict(.accepted), .verdict(.notSent(refused))])
             let report = try await client.sync()
             #expect(report.syncedCount == 3 && report.stoppedBy == nil, "\(report)")
@@ -70,7 +70,9 @@ import Testing
             let provider = Provider([token(subject: "alice"), token(subject: "alice"), token(subject: "alice")])
             let client = try await open(path, provider, instance)
             try await client.enqueue(todo(1))
-            instance.script([.status(401, code: "PGRST301"), .status(401, code: "PGRST303")])
+            instance.script([
+                .status(401, code: "PGRST301", meaning: .tokenRefused), .status(401, code: "PGRST303", meaning: .tokenRefused),
+            ])
             let report = try await client.sync()
             #expect(report.stoppedBy == PassFailure(kind: .http, status: 401, code: "PGRST303"))
             #expect(provider.asked.withLock { $0 } == 2)

@@ -8,6 +8,8 @@ public protocol OutboxTransport: Sendable {
     /// back as received: one answer per write, one request-level failure, or a response that broke the
     /// wire contract. The library hands it at most `requestSize(for:)` writes, and records the answer
     /// before it sends the next request. A transport reports failures in the result; it does not throw.
+    /// Each failure says what it means for its writes (`RequestFailure.Meaning`): the transport reads
+    /// its server's codes, and the library decides from the meaning alone.
     func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer
 
     /// How many of the batch's leading writes one request carries (at least one): the whole batch for a

@@ -48,7 +48,8 @@ extension RequestFailure {
         .object([
             "kind": .string(kind.rawValue), "status": .optional(status) { .int($0) },
             "code": .optional(code) { .string($0) }, "retryAfter": .optional(retryAfter) { .string($0) },
-            "text": .optional(text) { .string($0) },
+            "text": .optional(text) { .string($0) }, "fields": .array(fields.map { .string($0) }),
+            "meaning": .string(meaning.rawValue),
         ])
     }
 }

@@ -48,7 +48,7 @@ public enum EventType: UInt8, CaseIterable, Sendable {
     /// The payload version this build writes. Older versions are upcast on read (`Upcasting.swift`).
     var currentVersion: UInt8 {
         switch self {
-        case .answerReceived: return 3
+        case .answerReceived: return 4
         case .writeQueued, .attemptStarted: return 2
         default: return 1
         }

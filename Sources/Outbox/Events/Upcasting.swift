@@ -27,6 +27,10 @@ enum Upcasting {
         Step(type: .answerReceived, from: 1): { $0 },
         // answerReceived v3 added the `failed` verdict with a code (code 8), read as v2 is otherwise.
         Step(type: .answerReceived, from: 2): { $0 },
+        // answerReceived v4: a failure carries what its transport mapped it to mean, and the fields it
+        // names (answer code 3, verdicts 9 and 10). The codes of v3 (1, 3 and 7) still read, judged as
+        // the library then judged them (`LegacyMeaning`).
+        Step(type: .answerReceived, from: 3): { $0 },
         // attemptStarted v1 was a batch of one request (a transport's several requests went under one
         // attempt): v2 appends the batch's count, 0 read as the request's own, and "starts its batch".
         Step(type: .attemptStarted, from: 1): { $0 + [0, 0] },

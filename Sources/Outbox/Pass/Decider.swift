@@ -117,26 +117,22 @@ enum Decider {
             return
         }
         let retryAfter = RetryAfter.seconds(failure.retryAfter, now: input.at)
-        switch Classification.of(status: failure.status, code: failure.code) {
-        case .mayPass:
+        switch failure.meaning {
+        case .mayPass, .tokenRefused:
             stopAfterRequest(
                 PassFailure(kind: .http, status: failure.status, code: failure.code, retryAfter: retryAfter), into: &decision)
         case .schemaCache:
-            for (id, entry) in entries {
-                countSchemaRefusal(
-                    id, entry, Refusal(status: failure.status, code: failure.code, message: failure.text), input, into: &decision)
-            }
+            for (id, entry) in entries { countSchemaRefusal(id, entry, failure.refusal, input, into: &decision) }
             stopAfterRequest(
                 PassFailure(kind: .schemaCache, status: failure.status, code: failure.code, retryAfter: retryAfter),
                 into: &decision)
-        case .refusal:
-            let refusal = Refusal(status: failure.status, code: failure.code, message: failure.text)
+        case .refused:
             if isAtomic {
-                abortGroup(entries.map { ($0.0, $0.1, refusal) }, input, into: &decision)
+                abortGroup(entries.map { ($0.0, $0.1, failure.refusal) }, input, into: &decision)
             } else if entries.count > 1 {
                 decision.next = .split
             } else if let (id, entry) = entries.first {
-                refuse(id, entry, refusal, input, into: &decision)
+                refuse(id, entry, failure.refusal, input, into: &decision)
             }
         }
     }
@@ -163,15 +159,7 @@ enum Decider {
                 id, .blocked(reason, refusal: refusal), refusals: entry.refusals, replayed: answer.replayed, input,
                 into: &decision)
         case .refused(let refusal):
-            switch Classification.of(status: refusal.status, code: refusal.code) {
-            case .refusal:
-                refuse(id, entry, refusal, input, into: &decision)
-            case .schemaCache:
-                countSchemaRefusal(id, entry, refusal, input, into: &decision)
-                stopAfterRequest(PassFailure(kind: .schemaCache, status: refusal.status, code: refusal.code), into: &decision)
-            case .mayPass:
-                failAlone(id, entry, status: refusal.status, code: nil, text: refusal.message, input, into: &decision)
-            }
+            refuse(id, entry, refusal, input, into: &decision)
         case .failed(let status, let code, let text):
             failAlone(id, entry, status: status, code: code, text: text, input, into: &decision)
         case .skipped:
@@ -294,7 +282,8 @@ enum Decider {
         record(id, state, refusals: refusals, replayed: false, input, into: &decision)
     }
 
-    /// PGRST204/205 (R4.3): counted when at least 30 s after the last counted one; the tenth refuses.
+    /// A schema-cache failure (R4.3): counted when at least 30 s after the last counted one; the tenth
+    /// refuses.
     private static func countSchemaRefusal(
         _ id: WriteID, _ entry: WriteEntry, _ refusal: Refusal, _ input: Input, into decision: inout Decision
     ) {

@@ -35,7 +35,7 @@ public enum WriteVerdict: Hashable, Sendable {
             writer.string(sibling)
             writer.array(fields) { $0.string($1) }
         case .refused(let refusal):
-            writer.byte(3)
+            writer.byte(10)
             refusal.encode(into: &writer)
         case .blocked(let reason, let refusal):
             writer.byte(4)
@@ -52,7 +52,7 @@ public enum WriteVerdict: Hashable, Sendable {
             writer.optional(text) { $0.string($1) }
         case .skipped: writer.byte(6)
         case .notSent(let failure):
-            writer.byte(7)
+            writer.byte(9)
             writer.optional(failure) { $1.encode(into: &$0) }
         }
     }
@@ -62,13 +62,16 @@ public enum WriteVerdict: Hashable, Sendable {
         case 0: return .accepted
         case 1: return .merged(fields: try reader.array { try $0.string() })
         case 2: return .conflicted(siblingId: try reader.string(), fields: try reader.array { try $0.string() })
-        case 3: return .refused(try Refusal.decode(from: &reader))
+        // Codes 3 and 7 were written before transports said what a failure means (R9.1).
+        case 3: return LegacyMeaning.verdict(try Refusal.decode(from: &reader))
+        case 10: return .refused(try Refusal.decode(from: &reader))
         case 4:
             return .blocked(
                 try BlockedReason.decode(from: &reader), refusal: try reader.optional { try Refusal.decode(from: &$0) })
         case 5: return .failed(status: try reader.optional { try $0.int() }, text: try reader.optional { try $0.string() })
         case 6: return .skipped
-        case 7: return .notSent(try reader.optional { try RequestFailure.decode(from: &$0) })
+        case 7: return .notSent(try reader.optional { try RequestFailure.decode(from: &$0, legacy: true) })
+        case 9: return .notSent(try reader.optional { try RequestFailure.decode(from: &$0) })
         case 8:
             return .failed(
                 status: try reader.optional { try $0.int() }, code: try reader.string(),
@@ -131,26 +134,72 @@ public struct RequestFailure: Error, Hashable, Sendable {
         }
     }
 
+    /// What a failure means for the writes of the request, as the transport maps the server's status
+    /// and code; the library decides from it what happens to them and to the pass.
+    public enum Meaning: String, CaseIterable, Hashable, Sendable, StoredCode {
+        /// A failure that may pass (no connection, a timeout, 401, 408, 429, 5xx, a permission the
+        /// server may yet grant): the writes stay pending and the pass stops.
+        case mayPass
+        /// The server refused the access token (expired, invalid or missing): a fresh one may pass.
+        case tokenRefused
+        /// The server does not know the table, a column or a function yet (a schema being deployed):
+        /// counted apart from refusals, and the pass stops.
+        case schemaCache
+        /// The server refused what the request carries: its write is refused, or a request of several
+        /// writes is sent again in halves.
+        case refused
+
+        /// The stored code (Specs/log-format.md): fixed per case; a code is never reused.
+        var code: UInt8 {
+            switch self {
+            case .mayPass: return 0
+            case .tokenRefused: return 1
+            case .schemaCache: return 2
+            case .refused: return 3
+            }
+        }
+
+        /// What a failure means when its transport says no more than its kind and HTTP status: any
+        /// other 4xx is a refusal; no answer, 401, 402, 408, 429, 5xx and any other status may pass.
+        public static func of(_ kind: Kind, status: Int?) -> Meaning {
+            guard kind == .http, let status, (400..<500).contains(status) else { return .mayPass }
+            return [401, 402, 408, 429].contains(status) ? .mayPass : .refused
+        }
+    }
+
     /// How it failed.
     public var kind: Kind
     /// The HTTP status, for `.http`.
     public var status: Int?
-    /// The PostgREST or SQLSTATE code.
+    /// The server's code (a SQLSTATE, or the server's own).
     public var code: String?
     /// The `Retry-After` header as received (seconds or an HTTP-date).
     public var retryAfter: String?
     /// The start of a text body, cut to 200 Unicode scalars (audits only).
     public var text: String?
+    /// The fields the server named as the cause, for a refusal.
+    public var fields: [String]
+    /// What the failure means, as the transport mapped it.
+    public var meaning: Meaning
 
-    /// A failure of a request; `text` is the start of the server's body, for audits only.
-    public init(kind: Kind, status: Int? = nil, code: String? = nil, retryAfter: String? = nil, text: String? = nil) {
+    /// A failure of a request; `text` is the start of the server's body, for audits only. Without a
+    /// `meaning`, the failure means what its kind and status say (`Meaning.of(_:status:)`).
+    public init(
+        kind: Kind, status: Int? = nil, code: String? = nil, retryAfter: String? = nil, text: String? = nil,
+        fields: [String] = [], meaning: Meaning? = nil
+    ) {
         self.kind = kind
         self.status = Refusal.httpStatus(status)
         self.code = Refusal.identifier(code)
         self.retryAfter = retryAfter.map { Refusal.cut($0) }
         // A "code" that is no identifier is the server's text: audits only.
         self.text = (text ?? (self.code == nil ? code : nil)).map { Refusal.cut($0) }
+        self.fields = Refusal.names(fields)
+        self.meaning = meaning ?? .of(kind, status: self.status)
     }
+
+    /// The refusal a write's record keeps when this failure refuses it.
+    var refusal: Refusal { Refusal(status: status, code: code, message: text, fields: fields) }
 
     func encode(into writer: inout some ByteSink) {
         writer.byte(kind.code)
@@ -158,15 +207,65 @@ public struct RequestFailure: Error, Hashable, Sendable {
         writer.optional(code) { $0.string($1) }
         writer.optional(retryAfter) { $0.string($1) }
         writer.optional(text) { $0.string($1) }
+        writer.byte(meaning.code)
+        writer.array(fields) { $0.string($1) }
     }
 
-    static func decode(from reader: inout ByteReader) throws -> RequestFailure {
+    /// A failure as stored; `legacy`: one recorded before transports said what a failure means (stored
+    /// codes 1 and 7), which means what the library then judged from its status and code.
+    static func decode(from reader: inout ByteReader, legacy: Bool = false) throws -> RequestFailure {
         let code = try reader.byte()
         guard let kind = Kind(code: code) else { throw DecodeFailure("unknown request failure kind \(code)") }
+        let status = try reader.optional { try $0.int() }
+        let serverCode = try reader.optional { try $0.string() }
+        let retryAfter = try reader.optional { try $0.string() }
+        let text = try reader.optional { try $0.string() }
+        if legacy {
+            return RequestFailure(
+                kind: kind, status: status, code: serverCode, retryAfter: retryAfter, text: text,
+                meaning: LegacyMeaning.of(kind, status: status, code: serverCode))
+        }
+        let meaningCode = try reader.byte()
+        guard let meaning = Meaning(code: meaningCode) else {
+            throw DecodeFailure("unknown request failure meaning \(meaningCode)")
+        }
         return RequestFailure(
-            kind: kind, status: try reader.optional { try $0.int() },
-            code: try reader.optional { try $0.string() }, retryAfter: try reader.optional { try $0.string() },
-            text: try reader.optional { try $0.string() })
+            kind: kind, status: status, code: serverCode, retryAfter: retryAfter, text: text,
+            fields: try reader.array { try $0.string() }, meaning: meaning)
+    }
+}
+
+/// What a failure recorded before transports said what it means (`answerReceived` v3 and earlier)
+/// meant: the classification the library then applied to every transport's status and code, kept
+/// only so that those records are judged again as they were.
+enum LegacyMeaning {
+    static func of(_ kind: RequestFailure.Kind, status: Int?, code: String?) -> RequestFailure.Meaning {
+        guard kind == .http else { return .mayPass }
+        if status == 401, let code, ["PGRST301", "PGRST302", "PGRST303"].contains(code) { return .tokenRefused }
+        if let code {
+            if code == "PGRST204" || code == "PGRST205" || code == "PGRST202" { return .schemaCache }
+            if code == "42501" || code == "25006" { return .mayPass }
+        }
+        if let status {
+            if status == 401 || status == 402 || status == 408 || status == 429 { return .mayPass }
+            return (400..<500).contains(status) ? .refused : .mayPass
+        }
+        if let code, ["22", "23", "42"].contains(code.prefix(2)) || code == "P0001" || code == "0A000" { return .refused }
+        return code == nil ? .refused : .mayPass
+    }
+
+    /// A per-write refusal recorded before then, as the verdict it was judged to be: a refusal, a
+    /// failure of the write that may pass, or its request's schema-cache failure.
+    static func verdict(_ refusal: Refusal) -> WriteVerdict {
+        switch of(.http, status: refusal.status, code: refusal.code) {
+        case .refused: return .refused(refusal)
+        case .schemaCache:
+            return .notSent(
+                RequestFailure(
+                    kind: .http, status: refusal.status, code: refusal.code, text: refusal.message, fields: refusal.fields,
+                    meaning: .schemaCache))
+        case .mayPass, .tokenRefused: return .failed(status: refusal.status, text: refusal.message)
+        }
     }
 }
 
@@ -188,7 +287,7 @@ public enum RequestAnswer: Hashable, Sendable {
                 w.bool(answer.replayed)
             }
         case .failed(let failure):
-            writer.byte(1)
+            writer.byte(3)
             failure.encode(into: &writer)
         case .contractBroken(let description):
             writer.byte(2)
@@ -199,8 +298,10 @@ public enum RequestAnswer: Hashable, Sendable {
     static func decode(from reader: inout ByteReader) throws -> RequestAnswer {
         switch try reader.byte() {
         case 0: return .answered(try reader.array { WriteAnswer(try WriteVerdict.decode(from: &$0), replayed: try $0.bool()) })
-        case 1: return .failed(try RequestFailure.decode(from: &reader))
+        // Code 1 was written before transports said what a failure means (R9.1).
+        case 1: return .failed(try RequestFailure.decode(from: &reader, legacy: true))
         case 2: return .contractBroken(try reader.string())
+        case 3: return .failed(try RequestFailure.decode(from: &reader))
         case let other: throw DecodeFailure("unknown answer kind \(other)")
         }
     }
@@ -268,11 +369,8 @@ extension RequestAnswer {
 }
 
 extension RequestFailure {
-    /// A 401 of the token class: PGRST301, PGRST302 or PGRST303.
-    var refusesTheToken: Bool {
-        guard status == 401, let code else { return false }
-        return ["PGRST301", "PGRST302", "PGRST303"].contains(code)
-    }
+    /// The server refused the token, and a new one may pass (R7.5).
+    var refusesTheToken: Bool { meaning == .tokenRefused }
 }
 
 extension WriteVerdict {

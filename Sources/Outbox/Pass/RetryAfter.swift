@@ -1,35 +1,3 @@
-/// What an instance's status and code mean for a write (R4.3): the table the whole pass follows.
-package enum Classification: Equatable {
-    /// A failure that may pass (no connection, 401, 402, 408, 429, 5xx, 42501, 25006): the write stays
-    /// pending and the pass stops.
-    case mayPass
-    /// PostgREST's schema cache does not know the table, a column or a function yet (PGRST204/205/202):
-    /// counted apart, the pass stops.
-    case schemaCache
-    /// Any other 4xx, and SQLSTATE classes 22, 23, 42 (not 42501), P0001, 0A000: refused, the pass goes on.
-    case refusal
-
-    /// Classifies an HTTP status and a PostgREST or SQLSTATE code, either of which may be missing.
-    package static func of(status: Int?, code: String?) -> Classification {
-        if let code {
-            // The schema cache does not know the column, table or function yet (PostgREST).
-            if code == "PGRST204" || code == "PGRST205" || code == "PGRST202" { return .schemaCache }
-            // Permission, and a database in read-only mode: environmental, they may pass.
-            if code == "42501" || code == "25006" { return .mayPass }
-        }
-        if let status {
-            // 402: a Supabase project restricted (and 540, paused, is a 5xx): environmental.
-            if status == 401 || status == 402 || status == 408 || status == 429 { return .mayPass }
-            if (400..<500).contains(status) { return .refusal }
-            // 5xx, and statuses that are no answer at all (1xx, 2xx or 3xx for a failed request).
-            return .mayPass
-        }
-        if let code, ["22", "23", "42"].contains(code.prefix(2)) || code == "P0001" || code == "0A000" { return .refusal }
-        // A refusal with neither status nor code: the instance said refused, and nothing says it may pass.
-        return code == nil ? .refusal : .mayPass
-    }
-}
-
 /// `Retry-After` as received: delay-seconds or an HTTP-date (RFC 9110 §10.2.3), as seconds from `now`,
 /// capped at one hour (R5.3). A date in the past is 0; anything else unreadable is nil.
 enum RetryAfter {
