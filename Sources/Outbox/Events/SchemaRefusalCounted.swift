@@ -1,4 +1,4 @@
-/// A PGRST204/205 refusal was counted against a write: `count` so far, at the event's time.
+/// A schema-cache failure was counted against a write: `count` so far, at the event's time.
 public struct SchemaRefusalCounted: EventPayload {
     static let type = EventType.schemaRefusalCounted
     /// The write refused.

@@ -11,7 +11,7 @@ struct WriteEntry: Hashable, Sendable {
     var state: WriteState
     var refusals: Int
     var replayed: Bool
-    /// PGRST204/205 refusals counted (R4.3) and when the last one was.
+    /// Schema-cache failures counted (R4.3) and when the last one was.
     var schemaRefusals: Int
     var lastSchemaRefusalAt: Timestamp?
     /// The last per-write failure that may pass (R4.4), and the streak of passes that met one.

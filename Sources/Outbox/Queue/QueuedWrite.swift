@@ -39,7 +39,7 @@ public struct QueuedWrite: Hashable, Sendable {
     public let lastFailure: LastFailure?
     /// How many passes in a row it failed alone.
     public let environmentalStreak: Int
-    /// PGRST204/205 refusals counted against it.
+    /// Schema-cache failures (the server did not know the table or a column yet) counted against it.
     public let schemaRefusals: Int
 }
 

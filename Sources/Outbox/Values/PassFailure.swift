@@ -7,7 +7,7 @@ public struct PassFailure: Hashable, Sendable {
         case network
         /// An HTTP status that may pass (401, 408, 429, 5xx, 42501).
         case http
-        /// PostgREST's schema cache does not know the table or a column yet (PGRST204/205).
+        /// The server's schema cache does not know the table or a column yet (a failure meaning `schemaCache`).
         case schemaCache
         /// The response broke the wire contract.
         case `protocol`

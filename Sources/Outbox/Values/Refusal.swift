@@ -5,7 +5,7 @@
 public struct Refusal: Hashable, Sendable {
     /// The HTTP status, or nil for a refusal made by the library (unsent, unmade).
     public var status: Int?
-    /// The PostgREST or SQLSTATE code (`23505`, `PGRST204`), if any.
+    /// The server's code (a SQLSTATE such as `23505`, or the server's own), if any.
     public var code: String?
     /// The instance's reason word, or the library's own sentence for a final refusal.
     public var reason: String?
