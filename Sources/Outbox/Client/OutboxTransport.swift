@@ -16,12 +16,13 @@ public protocol OutboxTransport: Sendable {
     /// transport whose requests carry a batch (the default), fewer for one that sends a batch as several
     /// requests (PostgREST: a run of inserts into one table, or one write). The library sends each
     /// request on its own and records its answer before the next one goes, so after a crash at most
-    /// one request is in doubt. Called while the pass plans, so it must be a quick, pure function of
-    /// the writes.
+    /// one request is in doubt. Asked between the pass's transactions, never while the log is locked,
+    /// and perhaps one request ahead: it must be a quick, pure function of the writes.
     func requestSize(for batch: OutgoingBatch) -> Int
 
     /// Why this write can no longer be made into a request exactly as it was made (no mapping for its
     /// table or operation, a body over the size limit), or nil when it can (the write is then refused "unmade", for good).
+    /// Asked as `requestSize(for:)` is: between transactions, a pure function of the write.
     func unmadeReason(for write: OutgoingWrite) -> String?
 
     /// Why this atomic group cannot be made into one request that is applied all or none, or

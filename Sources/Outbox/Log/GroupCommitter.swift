@@ -31,6 +31,19 @@ package final class GroupCommitter: Sendable {
     private let queue = DispatchQueue(label: "outbox.log-writer")
     private let notifications = DispatchQueue(label: "outbox.log-notifications")
     private let state = Mutex(State())
+    private static let writerKey = DispatchSpecificKey<Bool>()
+    private let transactions = Atomic<Int>(0)
+
+    /// How many write transactions it ran so far (tests: what a pass costs in commits).
+    package var transactionCount: Int { transactions.load(ordering: .acquiring) }
+
+    /// Whether the caller runs on a log's writer, inside (or between) its write transactions: what a
+    /// transport's code must never do (R9.1; the tests check it).
+    package static var isWriting: Bool { DispatchQueue.getSpecific(key: writerKey) == true }
+
+    init() {
+        queue.setSpecific(key: Self.writerKey, value: true)
+    }
 
     /// Jobs waiting for the next transaction.
     package var waitingCount: Int { state.withLock { $0.jobs.count } }
@@ -65,6 +78,7 @@ package final class GroupCommitter: Sendable {
             return jobs
         }
         guard !jobs.isEmpty else { return }
+        transactions.add(1, ordering: .releasing)
         let sync: Environment.CommitSync = jobs.contains { $0.sync == .standard } ? .standard : .withoutMetaSync
         var results: [Result<any Sendable, any Error>] = []
         var committed: [RecordedEvent] = []

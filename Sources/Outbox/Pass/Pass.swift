@@ -34,6 +34,8 @@ struct Pass: Sendable {
         var batch: [Part] = []
         /// Whether a request of the batch being sent was attempted already.
         var inBatch = false
+        /// Whether the batch being sent was planned in an earlier transaction than its next request's.
+        var plannedEarlier = false
         /// A write of the batch failed alone (R4.4): the pass stops once the batch is sent.
         var finishing: PassFailure?
         /// The report lines of the last transaction.
@@ -57,6 +59,41 @@ struct Pass: Sendable {
         var batchCount: Int
     }
 
+    /// What a transaction of the pass leaves to do next.
+    enum Step: Sendable {
+        /// Send this request (its `attemptStarted` committed).
+        case send(Request)
+        /// Ask the transport about these writes, outside any transaction, then plan again.
+        case prepare(Lookup)
+        /// The pass ended (its `passEnded` appended, if it started).
+        case ended
+    }
+
+    /// Writes the pass means to send and has not asked the transport about yet.
+    enum Lookup: Sendable {
+        /// A batch the planner chose: what each write's request is, or why it cannot be made.
+        case batch(Planner.Batch)
+        /// The rest of a batch: how the transport splits it into requests.
+        case part(Part)
+    }
+
+    /// What the transport said of the writes a request may carry, asked outside any transaction
+    /// (R9.1): the pass plans in its write transactions from this alone, so a transport's mapping
+    /// never runs while the log is locked. Each transaction finds here what the one before foresaw;
+    /// what it did not foresee is prepared between two transactions (one commit more, rare).
+    struct Prepared: Sendable {
+        enum Made: Sendable {
+            case write(OutgoingWrite)
+            case unmade(String)
+        }
+        /// Each write as the instance would receive it, or why the transport cannot make it.
+        var writes: [WriteID: Made] = [:]
+        /// Why an atomic group (its writes, in order) cannot go as one request; nil when it can.
+        var groups: [[WriteID]: String?] = [:]
+        /// How many leading writes of a batch's rest (its writes, in order) one request carries.
+        var sizes: [[WriteID]: Int] = [:]
+    }
+
     func run() async throws -> SyncReport {
         var report = SyncReport()
         if let session = try log.read({ try $0.session() }), session.identityChanged, session.user == user {
@@ -69,40 +106,58 @@ struct Pass: Sendable {
         try checkAlive()
         // The first request is planned in a transaction of its own; every later one in the transaction
         // that records the answer before it, so a batch costs one commit (R2.3: pass events with
-        // MDB_NOMETASYNC), and its `attemptStarted` is committed before it is sent (R4.6).
-        var (progress, request) = try await log.append(sync: .withoutMetaSync) { [self] appender in
+        // MDB_NOMETASYNC), and its `attemptStarted` is committed before it is sent (R4.6). What the
+        // transport says of the writes is asked between transactions (`Prepared`).
+        var prepared = try prepare(lookahead(after: Progress(), sending: nil))
+        var (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared] appender in
             var progress = Progress()
-            let request = try next(&appender, &progress)
-            return (progress, request)
+            let step = try next(&appender, &progress, prepared)
+            return (progress, step)
         }
         var token = self.token
         var refreshed = false
-        while let sending = request {
+        while true {
             report.add(progress.verdicts)
             progress.verdicts = []
-            let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic)
-            var answer = await transport.send(batch, accessToken: token)
-            // R7.5: a token the server calls expired or invalid is asked for once more, and the same
-            // request goes again under the same keys (from the first write it kept from being sent);
-            // a second refusal stops the pass as any 401.
-            if !refreshed, let refreshToken, let index = answer.tokenRefusedAt {
-                refreshed = true
-                if let fresh = await refreshToken(), !fresh.isEmpty {
-                    token = fresh
-                    let rest = OutgoingBatch(writes: Array(batch.writes[index...]), isAtomic: batch.isAtomic)
-                    answer = answer.resumed(at: index, with: await transport.send(rest, accessToken: fresh))
-                }
-            }
-            let received = answer
-            log.crashPlan?.pass(.passAfterSend)
-            try checkAlive()
             let carried = progress
-            (progress, request) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) {
-                [self] appender in
-                var progress = carried
-                let request = try record(received, to: sending, &appender, &progress)
-                return (progress, request)
+            switch step {
+            case .ended:
+                break
+            case .prepare(let lookup):
+                prepared = try prepare(lookup)
+                (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared] appender in
+                    var progress = carried
+                    let step = try next(&appender, &progress, prepared)
+                    return (progress, step)
+                }
+                continue
+            case .send(let sending):
+                prepared = try prepare(lookahead(after: progress, sending: sending))
+                let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic)
+                var answer = await transport.send(batch, accessToken: token)
+                // R7.5: a token the server calls expired or invalid is asked for once more, and the same
+                // request goes again under the same keys (from the first write it kept from being sent);
+                // a second refusal stops the pass as any 401.
+                if !refreshed, let refreshToken, let index = answer.tokenRefusedAt {
+                    refreshed = true
+                    if let fresh = await refreshToken(), !fresh.isEmpty {
+                        token = fresh
+                        let rest = OutgoingBatch(writes: Array(batch.writes[index...]), isAtomic: batch.isAtomic)
+                        answer = answer.resumed(at: index, with: await transport.send(rest, accessToken: fresh))
+                    }
+                }
+                let received = answer
+                log.crashPlan?.pass(.passAfterSend)
+                try checkAlive()
+                (progress, step) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) {
+                    [self, prepared] appender in
+                    var progress = carried
+                    let step = try record(received, to: sending, &appender, &progress, prepared)
+                    return (progress, step)
+                }
+                continue
             }
+            break
         }
         report.add(progress.verdicts)
         report.stoppedBy = progress.stoppedBy
@@ -114,10 +169,11 @@ struct Pass: Sendable {
     }
 
     /// Records an answer and the decisions on it (R4.3–R4.5); then ends the pass, or plans the next request.
-    private func record(_ answer: RequestAnswer, to request: Request, _ appender: inout Appender, _ progress: inout Progress)
-        throws -> Request?
-    {
-        guard let passId = progress.passId else { return nil }
+    private func record(
+        _ answer: RequestAnswer, to request: Request, _ appender: inout Appender, _ progress: inout Progress,
+        _ prepared: Prepared
+    ) throws -> Step {
+        guard let passId = progress.passId else { return .ended }
         let writes = request.writes.map(\.id)
         let answer = answer.bounded(writes: writes.count)
         try appender.append(.answerReceived(AnswerReceived(passId: passId, writes: writes, answer: answer)))
@@ -137,7 +193,7 @@ struct Pass: Sendable {
             progress.stoppedBy = failure
             progress.batch = []
             try appender.append(.passEnded(PassEnded(passId: passId, stoppedBy: failure)))
-            return nil
+            return .ended
         case .finishBatch(let failure):
             progress.finishing = progress.finishing ?? failure
         case .split:
@@ -147,14 +203,15 @@ struct Pass: Sendable {
             progress.batch.insert(
                 contentsOf: halves.map { Part(writes: $0, isAtomic: request.isAtomic, count: $0.count) }, at: 0)
         }
-        return try next(&appender, &progress)
+        return try next(&appender, &progress, prepared)
     }
 
     /// Plans the next request and appends its `attemptStarted`: the rest of the batch being sent, or
     /// else a new batch, refusing on the way the writes that can no longer be made; or ends the pass
     /// when nothing can be sent now, or when a write of the batch just sent failed alone (R4.4). The
     /// pass starts (`passStarted`) with its first request: a pass with nothing to send leaves no trace.
-    private func next(_ appender: inout Appender, _ progress: inout Progress) throws -> Request? {
+    /// Writes the transport was not asked about yet are left for `prepare`, between transactions.
+    private func next(_ appender: inout Appender, _ progress: inout Progress, _ prepared: Prepared) throws -> Step {
         while !shouldStop() {
             var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
             let done = progress.done
@@ -162,18 +219,23 @@ struct Pass: Sendable {
                 try progress.rejected.map { $0.filter { !done.contains($0) } } ?? planner.rejectedList(appender.reader)
             planner.rejected = progress.rejected
             if !progress.batch.isEmpty {
-                if let request = try nextRequest(of: &progress, planner, &appender) { return request }
-                continue
+                switch try nextRequest(of: &progress, planner, &appender, prepared) {
+                case .ended: continue
+                case let step: return step
+                }
             }
             if progress.finishing != nil { break }
             guard let batch = try planner.nextBatch(appender.reader) else { break }
-            var (outgoing, unmade) = try requests(for: batch.writes, appender.reader)
+            // A batch goes once the transport was asked about every write of it.
+            guard batch.writes.allSatisfy({ prepared.writes[$0] != nil }) else { return .prepare(.batch(batch)) }
+            var (outgoing, unmade) = try requests(for: batch.writes, prepared, appender.reader)
             // A group the transport cannot send as one all-or-none request is unmade whole (R4.3, R4.5).
-            if batch.isAtomic, unmade.isEmpty, outgoing.count > 1,
-                let reason = transport.unmadeReason(forGroup: OutgoingBatch(writes: outgoing, isAtomic: true))
-            {
-                unmade = outgoing.map { ($0.id, reason) }
-                outgoing = []
+            if batch.isAtomic, unmade.isEmpty, outgoing.count > 1 {
+                guard let checked = prepared.groups[outgoing.map(\.id)] else { return .prepare(.batch(batch)) }
+                if let reason = checked {
+                    unmade = outgoing.map { ($0.id, reason) }
+                    outgoing = []
+                }
             }
             if !unmade.isEmpty {
                 let passId = try progress.passId ?? start(&appender)
@@ -191,6 +253,7 @@ struct Pass: Sendable {
             if !outgoing.isEmpty {
                 progress.batch = [Part(writes: outgoing, isAtomic: batch.isAtomic, count: outgoing.count)]
                 progress.inBatch = false
+                progress.plannedEarlier = false
             }
         }
         if let passId = progress.passId {
@@ -198,18 +261,21 @@ struct Pass: Sendable {
             try appender.append(.passEnded(PassEnded(passId: passId, stoppedBy: progress.finishing)))
         }
         progress.batch = []
-        return nil
+        return .ended
     }
 
     /// The next request of the batch being sent, its `attemptStarted` appended: as many of the first
     /// part's leading writes as the transport sends in one request. Writes of the part that can no
     /// longer go (one before them in the batch was not applied, or the app took them out meanwhile)
-    /// are left for a later pass, reported as skipped (R4.5). Nil when the first part had none left.
-    private func nextRequest(of progress: inout Progress, _ planner: Planner, _ appender: inout Appender) throws -> Request? {
+    /// are left for a later pass, reported as skipped (R4.5). `.ended` when the first part had none
+    /// left; `.prepare` when the transport was not asked how the part goes.
+    private func nextRequest(
+        of progress: inout Progress, _ planner: Planner, _ appender: inout Appender, _ prepared: Prepared
+    ) throws -> Step {
         var part = progress.batch.removeFirst()
         // A batch's first request goes as planned, in this transaction; a later one is judged again:
         // answers and the app's calls may have changed its writes since.
-        if progress.inBatch {
+        if progress.inBatch || progress.plannedEarlier {
             let ready = Set(try planner.stillReady(part.writes.map(\.id), appender.reader))
             for write in part.writes where !ready.contains(write.id) {
                 guard let entry = try appender.reader.entry(write.id), entry.state.isSendable else { continue }
@@ -217,7 +283,7 @@ struct Pass: Sendable {
                 progress.done.insert(write.id)
             }
             part.writes.removeAll { !ready.contains($0.id) }
-            guard !part.writes.isEmpty else { return nil }
+            guard !part.writes.isEmpty else { return .ended }
             // A write released meanwhile goes under its fresh key (R3.1).
             for index in part.writes.indices {
                 if let entry = try appender.reader.entry(part.writes[index].id) {
@@ -226,10 +292,16 @@ struct Pass: Sendable {
             }
         }
         // An atomic group is one request, or it was unmade (`unmadeReason(forGroup:)`).
-        let size =
-            part.isAtomic
-            ? part.writes.count
-            : min(max(transport.requestSize(for: OutgoingBatch(writes: part.writes)), 1), part.writes.count)
+        let size: Int
+        if part.isAtomic {
+            size = part.writes.count
+        } else if let known = prepared.sizes[part.writes.map(\.id)] {
+            size = known
+        } else {
+            progress.batch.insert(part, at: 0)
+            progress.plannedEarlier = true
+            return .prepare(.part(part))
+        }
         // The whole part in one request (the contract's batches) moves it, uncopied.
         let writes = size == part.writes.count ? part.writes : Array(part.writes.prefix(size))
         let passId = try progress.passId ?? start(&appender)
@@ -243,7 +315,7 @@ struct Pass: Sendable {
             part.writes.removeFirst(size)
             progress.batch.insert(part, at: 0)
         }
-        return Request(writes: writes, isAtomic: part.isAtomic, batchCount: part.count)
+        return .send(Request(writes: writes, isAtomic: part.isAtomic, batchCount: part.count))
     }
 
     private func start(_ appender: inout Appender) throws -> UInt64 {
@@ -260,42 +332,117 @@ struct Pass: Sendable {
         try log.read { try $0.counters(user: user).pending }
     }
 
-    /// The requests of a batch, and the writes that can no longer be made into one (R4.3 "unmade").
-    private func requests(for ids: [WriteID], _ reader: StoreReader) throws -> ([OutgoingWrite], [(WriteID, String)]) {
-        let origin = try reader.origin()
+    /// The requests of a batch, and the writes that can no longer be made into one (R4.3 "unmade"),
+    /// as the transport said when it was asked (`prepare`): writes still sendable, each under its
+    /// current key.
+    private func requests(for ids: [WriteID], _ prepared: Prepared, _ reader: StoreReader) throws -> (
+        [OutgoingWrite], [(WriteID, String)]
+    ) {
         var outgoing: [OutgoingWrite] = []
         var unmade: [(WriteID, String)] = []
         for id in ids {
-            guard let entry = try reader.entry(id), entry.state.isSendable else { continue }
-            let queued: WriteQueued
-            let createdAt: Timestamp
-            do {
-                guard let recorded = try reader.record(entry.queuedSequence), case .writeQueued(let found) = recorded.event,
-                    found.id == id
-                else {
-                    unmade.append((id, "its queued event is missing"))
-                    continue
-                }
-                queued = found
-                createdAt = recorded.at
-            } catch {
-                unmade.append((id, "the stored write no longer decodes"))
-                continue
-            }
-            var write = OutgoingWrite(
-                id: id, origin: origin, idempotencyKey: entry.idempotencyKey, table: queued.table, operation: queued.operation,
-                key: queued.canonicalKey, body: queued.canonicalBody, baseVersion: queued.baseVersion,
-                dependsOn: queued.dependencies,
-                user: queued.user, createdAt: createdAt)
-            // R9.3: a delete sent before may have been applied by then.
-            if queued.operation == .delete { write.isResend = try reader.hasIndexedHistory(id) }
-            if let reason = transport.unmadeReason(for: write) {
-                unmade.append((id, reason))
-            } else {
+            guard let entry = try reader.entry(id), entry.state.isSendable, let made = prepared.writes[id] else { continue }
+            switch made {
+            case .write(var write):
+                // A write released meanwhile goes under its fresh key (R3.1).
+                write.idempotencyKey = entry.idempotencyKey
                 outgoing.append(write)
+            case .unmade(let reason):
+                unmade.append((id, reason))
             }
         }
         return (outgoing, unmade)
+    }
+
+    // MARK: - Asking the transport, between transactions
+
+    /// What the next transaction will likely plan, after this one's request is sent: the rest of its
+    /// batch, or else the batch after it, on the snapshot just committed, with the request's writes
+    /// as answered. Nil when the pass will not plan again.
+    private func lookahead(after progress: Progress, sending: Request?) throws -> Lookup? {
+        if let part = progress.batch.first { return .part(part) }
+        guard progress.finishing == nil, progress.stoppedBy == nil, !shouldStop() else { return nil }
+        var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
+        planner.rejected = progress.rejected
+        planner.inFlight = Set(sending?.writes.map(\.id) ?? [])
+        return try log.read { reader in try planner.nextBatch(reader) }.map { .batch($0) }
+    }
+
+    /// Asks the transport about the writes of `lookup`, outside any transaction: what each write's
+    /// request is or why it cannot be made, whether an atomic group goes as one request, and how the
+    /// rest of a batch splits into requests (R9.1, R9.3).
+    private func prepare(_ lookup: Lookup?) throws -> Prepared {
+        var prepared = Prepared()
+        switch lookup {
+        case nil:
+            return prepared
+        case .part(let part):
+            prepared.sizes = requestSizes(of: part.writes)
+        case .batch(let batch):
+            let origin = try log.read { try $0.origin() }
+            let built = try log.read { reader in try batch.writes.map { ($0, try outgoingWrite($0, origin, reader)) } }
+            var outgoing: [OutgoingWrite] = []
+            for (id, made) in built {
+                guard let made else { continue }
+                switch made {
+                case .write(let write):
+                    if let reason = transport.unmadeReason(for: write) {
+                        prepared.writes[id] = .unmade(reason)
+                    } else {
+                        prepared.writes[id] = made
+                        outgoing.append(write)
+                    }
+                case .unmade: prepared.writes[id] = made
+                }
+            }
+            if batch.isAtomic {
+                if outgoing.count > 1 {
+                    prepared.groups[outgoing.map(\.id)] = .some(
+                        transport.unmadeReason(forGroup: OutgoingBatch(writes: outgoing, isAtomic: true)))
+                }
+            } else {
+                prepared.sizes = requestSizes(of: outgoing)
+            }
+        }
+        return prepared
+    }
+
+    /// How the transport sends `writes` as requests: for the writes left before each request, how many
+    /// of them it carries (at least one).
+    private func requestSizes(of writes: [OutgoingWrite]) -> [[WriteID]: Int] {
+        var sizes: [[WriteID]: Int] = [:]
+        var rest = writes[...]
+        while !rest.isEmpty {
+            let size = min(max(transport.requestSize(for: OutgoingBatch(writes: Array(rest))), 1), rest.count)
+            sizes[rest.map(\.id)] = size
+            rest = rest.dropFirst(size)
+        }
+        return sizes
+    }
+
+    /// Write `id` as the instance would receive it, or why it can no longer be made from the log; nil
+    /// when it is no longer sendable.
+    private func outgoingWrite(_ id: WriteID, _ origin: Origin, _ reader: StoreReader) throws -> Prepared.Made? {
+        guard let entry = try reader.entry(id), entry.state.isSendable else { return nil }
+        let queued: WriteQueued
+        let createdAt: Timestamp
+        do {
+            guard let recorded = try reader.record(entry.queuedSequence), case .writeQueued(let found) = recorded.event,
+                found.id == id
+            else { return .unmade("its queued event is missing") }
+            queued = found
+            createdAt = recorded.at
+        } catch {
+            return .unmade("the stored write no longer decodes")
+        }
+        var write = OutgoingWrite(
+            id: id, origin: origin, idempotencyKey: entry.idempotencyKey, table: queued.table, operation: queued.operation,
+            key: queued.canonicalKey, body: queued.canonicalBody, baseVersion: queued.baseVersion,
+            dependsOn: queued.dependencies,
+            user: queued.user, createdAt: createdAt)
+        // R9.3: a delete sent before may have been applied by then.
+        if queued.operation == .delete { write.isResend = try reader.hasIndexedHistory(id) }
+        return .write(write)
     }
 }
 

@@ -9,6 +9,9 @@ struct Planner {
     /// own answers puts a sendable write on that list during a pass, and those are `done`, so a pass
     /// reads it once, not once a batch.
     var rejected: [WriteID]? = nil
+    /// Writes of a request in flight, for a plan of what comes after it: not sent again, and as
+    /// settled for what depends on them (as they will be when applied).
+    var inFlight: Set<WriteID> = []
 
     struct Batch {
         var writes: [WriteID] = []
@@ -99,7 +102,7 @@ struct Planner {
         var next = refused.startIndex
         var stopped = false
         func visit(_ id: WriteID) throws -> Bool {
-            if skippingDone && done.contains(id) { return true }
+            if skippingDone && (done.contains(id) || inFlight.contains(id)) { return true }
             guard let entry = try reader.entry(id), entry.state.isSendable else { return true }
             // A damaged list key could name another user's write: it must never go with this token (P7).
             guard entry.user == user else {
@@ -141,7 +144,7 @@ struct Planner {
 
     /// Every dependency is settled, or in `batch` (sent before it in the same request, R4.5).
     private func isReady(_ entry: WriteEntry, besides batch: Set<WriteID>, _ reader: StoreReader) throws -> Bool {
-        try entry.dependencies.allSatisfy { id in try batch.contains(id) || reader.isSettled(id) }
+        try entry.dependencies.allSatisfy { id in try batch.contains(id) || inFlight.contains(id) || reader.isSettled(id) }
     }
 
     /// The sendable writes of an atomic group, if each waits only on settled writes or on one another.
@@ -149,7 +152,9 @@ struct Planner {
         var members: [WriteID] = []
         for offset in 0..<UInt64(group.count) {
             let id = WriteID(group.first.rawValue + offset)
-            guard !done.contains(id), let entry = try reader.entry(id), entry.state.isSendable else { continue }
+            guard !done.contains(id), !inFlight.contains(id), let entry = try reader.entry(id), entry.state.isSendable else {
+                continue
+            }
             members.append(id)
         }
         let memberSet = Set(members)
