@@ -213,3 +213,129 @@ func floorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
         }
     }
 }
+
+// MARK: - The chained layout (decision 012): its floors
+
+/// The keys of the chained layout's `writes` table: the user's ordinal (two bytes), then the id, so a
+/// user's writes lie in id order and a cursor reads them from the user's low-water mark.
+func chainedKey(user: UInt16 = 0, _ id: UInt64) -> [UInt8] {
+    withUnsafeBytes(of: user.bigEndian) { Array($0) } + bigEndian(id)
+}
+
+/// The chained layout's entry: what today's holds (44 bytes) and the sequence of the write's last
+/// event, the head of its history chain.
+let chainedEntrySize = 52
+
+/// The floor of a bulk enqueue on the chained layout: per write its `writeQueued` record, its entry
+/// (list membership is the entry's state: no pending key) and its row's slot; per transaction the
+/// user's counters (with the low-water mark) and two meta values. `perTransaction` writes a commit,
+/// each flushed as an enqueue's is.
+func chainedFloorEnqueue(path: String, records: [[UInt8]], perTransaction: Int = 1000) -> RawEnvironment {
+    let env = RawEnvironment(path: path, tables: RawTable.allCases)
+    let entry = [UInt8](repeating: 3, count: chainedEntrySize)
+    let user = Array("alice".utf8) + [0]
+    var index = 0
+    while index < records.count {
+        env.write { txn in
+            let end = min(index + perTransaction, records.count)
+            for offset in index..<end {
+                let id = UInt64(offset + 1)
+                txn.put(.log, id: id, records[offset])
+                txn.put(.writes, chainedKey(id), entry, append: true)
+                txn.put(
+                    .rows, bigEndian(0xF9EC_8866_2056_F13F) + [1] + bigEndian(UInt64(offset) ^ (1 << 63)), [1, 1], append: true)
+            }
+            txn.put(.counters, user, [UInt8(end % 128), 0, 0, 0, 0, 0, 0, 0, 1], append: false)
+            txn.put(.meta, Array("applied".utf8), bigEndian(UInt64(end)), append: false)
+            txn.put(.meta, Array("nextWriteId".utf8), bigEndian(UInt64(end + 1)), append: false)
+        }
+        index += perTransaction
+    }
+    return env
+}
+
+/// The floor of a drain on the chained layout, in batches of `batch`, over a log
+/// `chainedFloorEnqueue` made, one commit a request as the engine's. Per request: the user's entries
+/// read by cursor from the low-water mark (the planner's next batch), each write's `writeQueued`
+/// record read by a cursor that moves on when the records lie in order (they do after a bulk
+/// enqueue) and seeks when not; the attempt record (each write's id, key and previous event: its
+/// chain link) and one answer record holding the verdicts (every write's previous event is the
+/// attempt: one link for all) appended; each entry rewritten in place by a cursor walking the batch
+/// (its state, counts and chain head); per commit the counters with the new low-water mark, and the
+/// applied sequence. No history, pending or answered key: the chain, the entry's state and the
+/// user's marks answer those queries.
+func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
+    let user = Array("alice".utf8) + [0]
+    let entry = [UInt8](repeating: 4, count: chainedEntrySize)
+    var sequence = UInt64(count)
+    var next: UInt64 = 1
+    while next <= UInt64(count) {
+        env.write(withoutMetaSync: true) { txn in
+            let keys = txn.read(.writes, from: chainedKey(next), count: batch)
+            let ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+            // The records of the batch's writes: in order after a bulk enqueue, so one cursor reads them.
+            txn.readInOrder(.log, ids.map { bigEndian($0) })
+            let attempt = sequence + 1
+            sequence += 2
+            txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 26 * ids.count))
+            txn.put(.log, id: sequence, [UInt8](repeating: 7, count: 14 + 2 * ids.count))
+            txn.rewrite(.writes, from: chainedKey(next), count: ids.count, entry)
+            txn.put(.counters, user, [0, 0, 0, UInt8(ids.count), 0, 0, 0, 0, 1], append: false)
+            txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
+            next += UInt64(ids.count)
+        }
+    }
+}
+
+extension RawTransaction {
+    /// Reads the values under `keys` (ascending) with one cursor: the next entry when it is the one
+    /// wanted, a seek when not. Each value's last byte is touched.
+    func readInOrder(_ db: RawTable, _ keys: [[UInt8]]) {
+        var cursor: OpaquePointer?
+        precondition(mdb_cursor_open(handle, dbis[db.rawValue], &cursor) == 0)
+        defer { mdb_cursor_close(cursor) }
+        var touched = 0
+        var positioned = false
+        for key in keys {
+            key.withUnsafeBytes { raw in
+                var k = MDB_val()
+                var v = MDB_val()
+                var found = false
+                if positioned, mdb_cursor_get(cursor, &k, &v, MDB_NEXT) == 0, k.mv_size == raw.count,
+                    memcmp(k.mv_data, raw.baseAddress!, raw.count) == 0
+                {
+                    found = true
+                }
+                if !found {
+                    k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+                    precondition(mdb_cursor_get(cursor, &k, &v, MDB_SET_KEY) == 0, "read \(db)")
+                }
+                positioned = true
+                touched &+= Int(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size).last ?? 0)
+            }
+        }
+        precondition(touched >= 0)
+    }
+
+    /// Rewrites `count` entries from `start` in place with `value` (of their size), by one cursor.
+    func rewrite(_ db: RawTable, from start: [UInt8], count: Int, _ value: [UInt8]) {
+        var cursor: OpaquePointer?
+        precondition(mdb_cursor_open(handle, dbis[db.rawValue], &cursor) == 0)
+        defer { mdb_cursor_close(cursor) }
+        start.withUnsafeBytes { raw in
+            value.withUnsafeBytes { bytes in
+                var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
+                var v = MDB_val()
+                var rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
+                var done = 0
+                while rc == 0, done < count {
+                    var new = MDB_val(mv_size: bytes.count, mv_data: UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+                    precondition(mdb_cursor_put(cursor, &k, &new, UInt32(MDB_CURRENT)) == 0, "rewrite \(db)")
+                    done += 1
+                    rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+                }
+                precondition(done == count, "rewrote \(done) of \(count)")
+            }
+        }
+    }
+}

@@ -143,6 +143,16 @@ var rows: [Row] = []
     }
 }
 
+/// A layout floor against the SQLite peer, measured in the same interleaved run: its time over the
+/// peer's (below 1: faster), and its best beside the peer's best.
+@MainActor func reportFloor(
+    _ name: String, size: Int, _ floor: (figure: (median: Double, best: Double), ratio: Double),
+    peer: (figure: (median: Double, best: Double), ratio: Double)
+) {
+    // Both ratios are to the engine, round by round: their quotient is the floor's to the peer.
+    report(name, size: size, floor.figure, baseline: "SQLite peer", peer.figure, ratio: peer.ratio / floor.ratio)
+}
+
 func writes(_ count: Int) -> [Write] {
     (0..<count).map { Write.insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "Buy milk", "done": false]) }
 }
@@ -239,7 +249,8 @@ func withClient(_ path: String, batchSize: Int = 50, _ body: @escaping @Sendable
 // `profile-enqueue` also bulk-enqueues them into a fresh log (1000 a transaction), `profile-drain` also
 // drains that log (batches of 100, lean instance), `profile-rebuild` rebuilds its projections instead;
 // `profile-floor-enqueue` and `profile-floor-drain` do the layout floors' work for the same writes
-// instead (`profile-floor-none` only makes their records). Under callgrind the differences of the
+// instead (`profile-floor-none` only makes their records), `profile-floor-chained-enqueue` and
+// `profile-floor-chained-drain` the chained layout's floors (decision 012). Under callgrind the differences of the
 // totals are the instructions per write, whole (Specs/decisions/010):
 //   valgrind --tool=callgrind --callgrind-out-file=/dev/null .build/release/outbox-benchmarks --size 20000 profile-enqueue
 if let filter = options.filter, filter.hasPrefix("profile-") {
@@ -248,7 +259,10 @@ if let filter = options.filter, filter.hasPrefix("profile-") {
     if filter.hasPrefix("profile-floor") {
         // The layout floors of the same writes: their puts (and for the drain its reads), no engine code.
         let records = sampleRecords(all.count)
-        if filter != "profile-floor-none" {
+        if filter.hasPrefix("profile-floor-chained") {
+            let env = chainedFloorEnqueue(path: path, records: records)
+            if filter == "profile-floor-chained-drain" { chainedFloorDrain(env, count: records.count, batch: 100) }
+        } else if filter != "profile-floor-none" {
             let env = floorEnqueue(path: path, records: records)
             if filter == "profile-floor-drain" { floorDrain(env, count: records.count, batch: 100) }
         }
@@ -365,10 +379,12 @@ if selected("bulk-enqueue") {
         Side({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing),
         Side({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records) }, tearDown: removing),
         peerBulk(peerRows(all)),
+        Side({ temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records) }, tearDown: removing),
     ])
     report(
-        "3. bulk enqueue (1000/txn, projections included)", size: bulkSize, measured,
+        "3. bulk enqueue (1000/txn, projections included)", size: bulkSize, Array(measured.prefix(4)),
         baselines: ["raw LMDB append", "the layout floor (its puts, no engine code)", "SQLite peer, 1000/txn"])
+    reportFloor("3. bulk enqueue, the chained layout's floor (decision 012)", size: bulkSize, measured[4], peer: measured[3])
     // The same with UUID keys. Time-ordered ones (v7) keep their order in `rows` (decision 007); with
     // random ones (v4) each write's row slot (R2.2) lands on a random page of `rows`. Against integer keys.
     let v7 = writesWithUUIDKeys(bulkSize, timeOrdered: true)
@@ -438,12 +454,18 @@ if selected("drain") {
             let path = temporaryPath()
             return (path, floorEnqueue(path: path, records: records))
         }, { floorDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) })
-    let measured = try interleaved([engine, peer, raw, floor])
+    let chained = Side(
+        { () -> (String, RawEnvironment) in
+            let path = temporaryPath()
+            return (path, chainedFloorEnqueue(path: path, records: records))
+        }, { chainedFloorDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) })
+    let measured = try interleaved([engine, peer, raw, floor, chained])
     report(
-        "4. drain (batches of 100, lean instance)", size: bulkSize, measured,
+        "4. drain (batches of 100, lean instance)", size: bulkSize, Array(measured.prefix(4)),
         baselines: [
             "SQLite peer drain", "raw LMDB drain (same flushes)", "the layout floor (its reads and puts, no engine code)",
         ])
+    reportFloor("4. drain, the chained layout's floor (decision 012)", size: bulkSize, measured[4], peer: measured[1])
     print(
         "8. peak anonymous memory while draining \(bulkSize): \(peak.withLock { $0 } / 1024) KiB above idle (RssAnon, sampled every 5 ms)"
     )
