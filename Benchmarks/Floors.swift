@@ -245,7 +245,7 @@ func chainedFloorEnqueue(path: String, records: [[UInt8]], perTransaction: Int =
                 txn.put(
                     .rows, bigEndian(0xF9EC_8866_2056_F13F) + [1] + bigEndian(UInt64(offset) ^ (1 << 63)), [1, 1], append: true)
             }
-            txn.put(.counters, user, [UInt8(end % 128), 0, 0, 0, 0, 0, 0, 0, 1], append: false)
+            txn.put(.meta, Array("counters:".utf8) + user, [UInt8(end % 128), 0, 0, 0, 0, 0, 0, 0, 1], append: false)
             txn.put(.meta, Array("applied".utf8), bigEndian(UInt64(end)), append: false)
             txn.put(.meta, Array("nextWriteId".utf8), bigEndian(UInt64(end + 1)), append: false)
         }
@@ -277,10 +277,10 @@ func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
             txn.readInOrder(.log, ids.map { bigEndian($0) })
             let attempt = sequence + 1
             sequence += 2
-            txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 26 * ids.count))
+            txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 4 * ids.count))
             txn.put(.log, id: sequence, [UInt8](repeating: 7, count: 14 + 2 * ids.count))
             txn.rewrite(.writes, from: chainedKey(next), count: ids.count, entry)
-            txn.put(.counters, user, [0, 0, 0, UInt8(ids.count), 0, 0, 0, 0, 1], append: false)
+            txn.put(.meta, Array("counters:".utf8) + user, [0, 0, 0, UInt8(ids.count), 0, 0, 0, 0, 1], append: false)
             txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
             next += UInt64(ids.count)
         }

@@ -45,7 +45,9 @@ let options: Options = {
                               bulk-enqueue, drain, rejected-backlog, rebuild, history, open, long-life,
                               atomic-group, postgrest, contract; and, only when named, profile-none, profile-enqueue,
                               profile-drain, profile-rebuild, profile-floor-none, profile-floor-enqueue,
-                              profile-floor-drain (instruction counts under callgrind)
+                              profile-floor-drain, profile-floor-chained-enqueue, profile-floor-chained-drain
+                              (instruction counts under callgrind), floors (the chained layout's floors
+                              against the SQLite peer, no engine)
                 """)
             exit(0)
         default:
@@ -469,6 +471,31 @@ if selected("drain") {
     print(
         "8. peak anonymous memory while draining \(bulkSize): \(peak.withLock { $0 } / 1024) KiB above idle (RssAnon, sampled every 5 ms)"
     )
+}
+
+// The chained layout's floors against the SQLite peer alone, interleaved, without the engine: the
+// gate of decision 012 (each floor at least twice the peer's throughput), quick to run by hand.
+if options.filter == "floors" {
+    let all = writes(bulkSize)
+    let records = sampleRecords(bulkSize)
+    let rows = peerRows(all)
+    let enqueue = try interleaved([
+        peerBulk(rows), Side({ temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records) }, tearDown: removing),
+    ])
+    report(
+        "floors: bulk enqueue, the chained layout's floor", size: bulkSize, enqueue[1].figure, baseline: "SQLite peer",
+        enqueue[0].figure, ratio: 1 / enqueue[1].ratio)
+    let drain = try interleaved([
+        peerSide({ peer in precondition(peer.drain(batch: 100) == rows.count) }, filled: rows),
+        Side(
+            { () -> (String, RawEnvironment) in
+                let path = temporaryPath()
+                return (path, chainedFloorEnqueue(path: path, records: records))
+            }, { chainedFloorDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) }),
+    ])
+    report(
+        "floors: drain, the chained layout's floor", size: bulkSize, drain[1].figure, baseline: "SQLite peer", drain[0].figure,
+        ratio: 1 / drain[1].ratio)
 }
 
 /// Refuses every write to the table "later" (422) and accepts the rest: a backlog of refused writes.
