@@ -263,6 +263,58 @@ import Testing
     }
 }
 
+/// A meta value of the wrong length is damage, named with the file, never read as 0 (a next write id
+/// of 0 would give ids again, R2.1); at open, a damaged layout or applied mark rebuilds the projections.
+@Suite struct DamagedMetaTests {
+    @Test func aNextWriteIdOfTheWrongLengthIsDamageAndChangesNothing() async throws {
+        try await withTemporaryLog { path in
+            let client = try await openClient(path)
+            try await client.enqueue(todo(1))
+            let environment = client.log.environment
+            try environment.write { txn in
+                _ = try txn.put(environment.database("meta"), key: MetaKey.nextWriteId, value: [0, 0, 2])
+            }
+            let before = try client.eventCount()
+            await #expect {
+                try await client.enqueue(todo(2))
+            } throws: { error in
+                guard let error = error as? OutboxError, error.code == .damaged else { return false }
+                return error.message.contains("nextWriteId is 3 bytes") && error.message.contains(path)
+            }
+            #expect(try client.eventCount() == before)
+            client.close()
+            // Opened again: the layout and applied marks hold, so nothing is rebuilt and the damage stays.
+            let again = try await openClient(path)
+            await #expect(throws: OutboxError.self) { try await again.enqueue(todo(2)) }
+            again.close()
+        }
+    }
+
+    @Test func aLayoutOfTheWrongLengthRebuildsOnOpen() async throws {
+        try await withTemporaryLog { path in
+            do {
+                let client = try await openClient(path)
+                try await client.enqueue(todo(1))
+                let environment = client.log.environment
+                try environment.write { txn in
+                    let meta = environment.database("meta")
+                    _ = try txn.put(meta, key: MetaKey.layout, value: [10])
+                    _ = try txn.put(meta, key: MetaKey.nextWriteId, value: [0])
+                }
+                client.close()
+            }
+            let client = try await openClient(path)
+            let layout = try client.log.environment.read { txn in
+                try txn.get(client.log.environment.database("meta"), key: MetaKey.layout)
+            }
+            #expect(layout == Key.id(projectionLayoutVersion))
+            #expect(try await client.enqueue(todo(2)) == WriteID(2), "the rebuild gave the next id from the log")
+            #expect(try await client.verify().isOK)
+            client.close()
+        }
+    }
+}
+
 /// The write-back store of a write transaction (Specs/decisions/006): what the fold changed is seen by
 /// the transaction's own reads and scans before anything is written, and everything is in LMDB after
 /// the commit (R8.2).

@@ -61,8 +61,13 @@ package final class EventLog: Sendable {
         let (last, applied, layout, storedOrigin) = try storageErrors(path: path) {
             try environment.read { txn in
                 let last = try Self.lastSequence(txn.unsafeAccess, tables.log.database, path: path)
-                let applied = try txn.get(tables[.meta], key: MetaKey.applied).map { Key.readBigEndianArray($0) }
-                let layout = try txn.get(tables[.meta], key: MetaKey.layout).map { Key.readBigEndianArray($0) }
+                // A value of the wrong length reads as none: the projections are then rebuilt from the log.
+                let applied = try txn.get(tables[.meta], key: MetaKey.applied).flatMap {
+                    try? Key.readBigEndianArray($0, name: MetaKey.applied)
+                }
+                let layout = try txn.get(tables[.meta], key: MetaKey.layout).flatMap {
+                    try? Key.readBigEndianArray($0, name: MetaKey.layout)
+                }
                 let origin = try txn.get(tables[.meta], key: MetaKey.origin).flatMap { bytes in
                     bytes.withUnsafeBytes { raw in
                         var reader = ByteReader(raw)

@@ -65,11 +65,13 @@ struct StoreReader {
 
     /// The latest Retry-After deadline a pass was told (R5.3), if any.
     func retryAfterUntil() throws -> Timestamp? {
-        try value(.meta, MetaKey.retryAfterUntil).map { Timestamp(milliseconds: Int64(bitPattern: Key.readBigEndianArray($0))) }
+        try value(.meta, MetaKey.retryAfterUntil).map {
+            Timestamp(milliseconds: Int64(bitPattern: try Key.readBigEndianArray($0, name: MetaKey.retryAfterUntil)))
+        }
     }
 
     func nextWriteID() throws -> UInt64 {
-        try value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1
+        try value(.meta, MetaKey.nextWriteId).map { try Key.readBigEndianArray($0, name: MetaKey.nextWriteId) } ?? 1
     }
 
     /// The writes that name `id` among their dependencies.

@@ -72,7 +72,7 @@ struct Projector<Store: ProjectionStore> {
             if let seconds = ended.stoppedBy?.retryAfter, seconds > 0 {
                 let until = recorded.at.adding(seconds: seconds)
                 let stored = try store.value(.meta, MetaKey.retryAfterUntil).map {
-                    Timestamp(milliseconds: Int64(bitPattern: Key.readBigEndianArray($0)))
+                    Timestamp(milliseconds: Int64(bitPattern: try Key.readBigEndianArray($0, name: MetaKey.retryAfterUntil)))
                 }
                 if stored.map({ until > $0 }) ?? true {
                     try store.set(.meta, MetaKey.retryAfterUntil, Key.id(UInt64(bitPattern: until.rawValue)))
@@ -139,7 +139,8 @@ struct Projector<Store: ProjectionStore> {
 
     /// Ids are given once, in order (R2.1): a `writeQueued` below the next id repeats one and queues nothing.
     private func isNew(_ id: WriteID) throws -> Bool {
-        id.rawValue >= (try store.value(.meta, MetaKey.nextWriteId).map { Key.readBigEndianArray($0) } ?? 1)
+        id.rawValue
+            >= (try store.value(.meta, MetaKey.nextWriteId).map { try Key.readBigEndianArray($0, name: MetaKey.nextWriteId) } ?? 1)
     }
 
     private mutating func queue(_ queued: WriteQueued, at sequence: UInt64) throws {
@@ -230,8 +231,11 @@ struct Projector<Store: ProjectionStore> {
 }
 
 extension Key {
-    static func readBigEndianArray(_ bytes: [UInt8]) -> UInt64 {
-        guard bytes.count == 8 else { return 0 }
+    /// The eight big-endian bytes of meta value `name`; a value of another length is damage, never 0.
+    static func readBigEndianArray(_ bytes: [UInt8], name: [UInt8]) throws(DecodeFailure) -> UInt64 {
+        guard bytes.count == 8 else {
+            throw DecodeFailure("the meta value \(String(decoding: name, as: UTF8.self)) is \(bytes.count) bytes, not 8")
+        }
         return bytes.withUnsafeBytes { readBigEndian($0) }
     }
 }
