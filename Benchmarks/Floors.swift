@@ -107,6 +107,20 @@ struct RawTransaction {
 
 func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
 
+extension RawTransaction {
+    /// The `rows` slot of the write at `offset`, keyed as the engine keys `{"id": n}`: a hash, the
+    /// tag 1, the integer with its sign bit flipped.
+    func putRowSlot(_ offset: Int) {
+        put(.rows, bigEndian(0xF9EC_8866_2056_F13F) + [1] + bigEndian(UInt64(offset) ^ (1 << 63)), [1, 1], append: true)
+    }
+
+    /// The meta values an enqueue of writes through `end` sets: the applied sequence and the next id.
+    func putEnqueueMeta(_ end: Int) {
+        put(.meta, Array("applied".utf8), bigEndian(UInt64(end)), append: false)
+        put(.meta, Array("nextWriteId".utf8), bigEndian(UInt64(end + 1)), append: false)
+    }
+}
+
 /// The raw baseline of an enqueue: one `MDB_APPEND` put of each record, `perTransaction` a transaction.
 @discardableResult
 func rawAppend(path: String, records: [[UInt8]], perTransaction: Int) -> RawEnvironment {
@@ -160,13 +174,10 @@ func floorEnqueue(path: String, records: [[UInt8]], perTransaction: Int = 1000) 
                 txn.put(.log, id: id, records[offset])
                 txn.put(.writes, id: id, entry)
                 txn.put(.pending, user + bigEndian(id), [], append: true)
-                // The row key of `{"id": n}`: a hash, the tag 1, the integer with its sign bit flipped.
-                txn.put(
-                    .rows, bigEndian(0xF9EC_8866_2056_F13F) + [1] + bigEndian(UInt64(offset) ^ (1 << 63)), [1, 1], append: true)
+                txn.putRowSlot(offset)
             }
             txn.put(.counters, user, [UInt8(end % 128), 0, 0, 0], append: false)
-            txn.put(.meta, Array("applied".utf8), bigEndian(UInt64(end)), append: false)
-            txn.put(.meta, Array("nextWriteId".utf8), bigEndian(UInt64(end + 1)), append: false)
+            txn.putEnqueueMeta(end)
         }
         index += perTransaction
     }
@@ -242,12 +253,10 @@ func chainedFloorEnqueue(path: String, records: [[UInt8]], perTransaction: Int =
                 let id = UInt64(offset + 1)
                 txn.put(.log, id: id, records[offset])
                 txn.put(.writes, chainedKey(id), entry, append: true)
-                txn.put(
-                    .rows, bigEndian(0xF9EC_8866_2056_F13F) + [1] + bigEndian(UInt64(offset) ^ (1 << 63)), [1, 1], append: true)
+                txn.putRowSlot(offset)
             }
             txn.put(.meta, Array("counters:".utf8) + user, [UInt8(end % 128), 0, 0, 0, 0, 0, 0, 0, 1], append: false)
-            txn.put(.meta, Array("applied".utf8), bigEndian(UInt64(end)), append: false)
-            txn.put(.meta, Array("nextWriteId".utf8), bigEndian(UInt64(end + 1)), append: false)
+            txn.putEnqueueMeta(end)
         }
         index += perTransaction
     }
@@ -258,8 +267,8 @@ func chainedFloorEnqueue(path: String, records: [[UInt8]], perTransaction: Int =
 /// `chainedFloorEnqueue` made, one commit a request as the engine's. Per request: the user's entries
 /// read by cursor from the low-water mark (the planner's next batch), each write's `writeQueued`
 /// record read by a cursor that moves on when the records lie in order (they do after a bulk
-/// enqueue) and seeks when not; the attempt record (each write's id, key and previous event: its
-/// chain link) and one answer record holding the verdicts (every write's previous event is the
+/// enqueue) and seeks when not; the attempt record (each write's id and previous event, its chain
+/// link, as two varint deltas; the key it goes under is the one its chain last set) and one answer record holding the verdicts (every write's previous event is the
 /// attempt: one link for all) appended; each entry rewritten in place by a cursor walking the batch
 /// (its state, counts and chain head); per commit the counters with the new low-water mark, and the
 /// applied sequence. No history, pending or answered key: the chain, the entry's state and the

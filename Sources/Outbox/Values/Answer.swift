@@ -220,18 +220,18 @@ public struct RequestFailure: Error, Hashable, Sendable {
         let serverCode = try reader.optional { try $0.string() }
         let retryAfter = try reader.optional { try $0.string() }
         let text = try reader.optional { try $0.string() }
+        let meaning: Meaning
+        var fields: [String] = []
         if legacy {
-            return RequestFailure(
-                kind: kind, status: status, code: serverCode, retryAfter: retryAfter, text: text,
-                meaning: LegacyMeaning.of(kind, status: status, code: serverCode))
-        }
-        let meaningCode = try reader.byte()
-        guard let meaning = Meaning(code: meaningCode) else {
-            throw DecodeFailure("unknown request failure meaning \(meaningCode)")
+            meaning = LegacyMeaning.of(kind, status: status, code: serverCode)
+        } else {
+            let stored = try reader.byte()
+            guard let found = Meaning(code: stored) else { throw DecodeFailure("unknown request failure meaning \(stored)") }
+            meaning = found
+            fields = try reader.array { try $0.string() }
         }
         return RequestFailure(
-            kind: kind, status: status, code: serverCode, retryAfter: retryAfter, text: text,
-            fields: try reader.array { try $0.string() }, meaning: meaning)
+            kind: kind, status: status, code: serverCode, retryAfter: retryAfter, text: text, fields: fields, meaning: meaning)
     }
 }
 
