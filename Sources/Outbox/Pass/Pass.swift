@@ -116,13 +116,13 @@ struct Pass: Sendable {
         }
         var token = self.token
         var refreshed = false
-        while true {
+        passing: while true {
             report.add(progress.verdicts)
             progress.verdicts = []
             let carried = progress
             switch step {
             case .ended:
-                break
+                break passing
             case .prepare(let lookup):
                 prepared = try prepare(lookup)
                 (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared] appender in
@@ -130,7 +130,6 @@ struct Pass: Sendable {
                     let step = try next(&appender, &progress, prepared)
                     return (progress, step)
                 }
-                continue
             case .send(let sending):
                 prepared = try prepare(lookahead(after: progress, sending: sending))
                 let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic)
@@ -155,9 +154,7 @@ struct Pass: Sendable {
                     let step = try record(received, to: sending, &appender, &progress, prepared)
                     return (progress, step)
                 }
-                continue
             }
-            break
         }
         report.add(progress.verdicts)
         report.stoppedBy = progress.stoppedBy
@@ -379,8 +376,10 @@ struct Pass: Sendable {
         case .part(let part):
             prepared.sizes = requestSizes(of: part.writes)
         case .batch(let batch):
-            let origin = try log.read { try $0.origin() }
-            let built = try log.read { reader in try batch.writes.map { ($0, try outgoingWrite($0, origin, reader)) } }
+            let built = try log.read { reader in
+                let origin = try reader.origin()
+                return try batch.writes.map { ($0, try outgoingWrite($0, origin, reader)) }
+            }
             var outgoing: [OutgoingWrite] = []
             for (id, made) in built {
                 guard let made else { continue }
