@@ -26,11 +26,6 @@ extension ReadableTransaction where Self: ~Copyable {
         try key.withUnsafeBytes { k in try withValue(db, key: k) { $0.copiedBytes } }
     }
 
-    /// Whether `key` is present.
-    public func contains(_ db: Database, key: [UInt8]) throws -> Bool {
-        try key.withUnsafeBytes { k in try withValue(db, key: k) { _ in true } } ?? false
-    }
-
     /// Number of entries in `db`.
     public func count(_ db: Database) throws -> Int {
         var stat = MDB_stat()

@@ -56,12 +56,6 @@ struct ByteReader {
         return Int(value)
     }
 
-    mutating func uint32() throws -> UInt32 {
-        let value = try varint()
-        guard value <= UInt64(UInt32.max) else { throw DecodeFailure("integer out of range") }
-        return UInt32(value)
-    }
-
     mutating func signed() throws -> Int64 {
         let raw = try varint()
         return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
