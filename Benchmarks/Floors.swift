@@ -107,6 +107,19 @@ struct RawTransaction {
 
 func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
 
+extension RawEnvironment {
+    /// Writes `count` items `perTransaction` a transaction (each commit flushed as an enqueue's is):
+    /// `body` puts the items of `range`.
+    func write(_ count: Int, perTransaction: Int, _ body: (RawTransaction, Range<Int>) -> Void) {
+        var index = 0
+        while index < count {
+            let range = index..<min(index + perTransaction, count)
+            write { txn in body(txn, range) }
+            index = range.upperBound
+        }
+    }
+}
+
 extension RawTransaction {
     /// The `rows` slot of the write at `offset`, keyed as the engine keys `{"id": n}`: a hash, the
     /// tag 1, the integer with its sign bit flipped.
@@ -125,14 +138,8 @@ extension RawTransaction {
 @discardableResult
 func rawAppend(path: String, records: [[UInt8]], perTransaction: Int) -> RawEnvironment {
     let env = RawEnvironment(path: path, tables: [.log])
-    var index = 0
-    while index < records.count {
-        env.write { txn in
-            for offset in index..<min(index + perTransaction, records.count) {
-                txn.put(.log, id: UInt64(offset + 1), records[offset])
-            }
-        }
-        index += perTransaction
+    env.write(records.count, perTransaction: perTransaction) { txn, range in
+        for offset in range { txn.put(.log, id: UInt64(offset + 1), records[offset]) }
     }
     return env
 }
@@ -165,21 +172,17 @@ func floorEnqueue(path: String, records: [[UInt8]], perTransaction: Int = 1000) 
     let env = RawEnvironment(path: path, tables: RawTable.allCases)
     let entry = [UInt8](repeating: 3, count: 44)
     let user = Array("alice".utf8) + [0]
-    var index = 0
-    while index < records.count {
-        env.write { txn in
-            let end = min(index + perTransaction, records.count)
-            for offset in index..<end {
-                let id = UInt64(offset + 1)
-                txn.put(.log, id: id, records[offset])
-                txn.put(.writes, id: id, entry)
-                txn.put(.pending, user + bigEndian(id), [], append: true)
-                txn.putRowSlot(offset)
-            }
-            txn.put(.counters, user, [UInt8(end % 128), 0, 0, 0], append: false)
-            txn.putEnqueueMeta(end)
+    env.write(records.count, perTransaction: perTransaction) { txn, range in
+        for offset in range {
+            let id = UInt64(offset + 1)
+            txn.put(.log, id: id, records[offset])
+            txn.put(.writes, id: id, entry)
+            txn.put(.pending, user + bigEndian(id), [], append: true)
+            txn.putRowSlot(offset)
         }
-        index += perTransaction
+        let end = range.upperBound
+        txn.put(.counters, user, [UInt8(end % 128), 0, 0, 0], append: false)
+        txn.putEnqueueMeta(end)
     }
     return env
 }
@@ -245,20 +248,16 @@ func chainedFloorEnqueue(path: String, records: [[UInt8]], perTransaction: Int =
     let env = RawEnvironment(path: path, tables: RawTable.allCases)
     let entry = [UInt8](repeating: 3, count: chainedEntrySize)
     let user = Array("alice".utf8) + [0]
-    var index = 0
-    while index < records.count {
-        env.write { txn in
-            let end = min(index + perTransaction, records.count)
-            for offset in index..<end {
-                let id = UInt64(offset + 1)
-                txn.put(.log, id: id, records[offset])
-                txn.put(.writes, chainedKey(id), entry, append: true)
-                txn.putRowSlot(offset)
-            }
-            txn.put(.meta, Array("counters:".utf8) + user, [UInt8(end % 128), 0, 0, 0, 0, 0, 0, 0, 1], append: false)
-            txn.putEnqueueMeta(end)
+    env.write(records.count, perTransaction: perTransaction) { txn, range in
+        for offset in range {
+            let id = UInt64(offset + 1)
+            txn.put(.log, id: id, records[offset])
+            txn.put(.writes, chainedKey(id), entry, append: true)
+            txn.putRowSlot(offset)
         }
-        index += perTransaction
+        let end = range.upperBound
+        txn.put(.meta, Array("counters:".utf8) + user, [UInt8(end % 128), 0, 0, 0, 0, 0, 0, 0, 1], append: false)
+        txn.putEnqueueMeta(end)
     }
     return env
 }

@@ -146,11 +146,7 @@ public struct ContractTransport: OutboxTransport {
         }
         // A group the instance aborted for a write that may pass (a permission not granted yet) was
         // not refused: the whole request failed that way.
-        for answer in answers where batch.isAtomic {
-            if case .failed(let status, let code, let text) = answer.verdict {
-                return .failed(RequestFailure(kind: .http, status: status, code: code, text: text, meaning: .mayPass))
-            }
-        }
+        if batch.isAtomic, let failed = answers.lazy.compactMap(\.verdict.failure).first { return .failed(failed) }
         return .answered(answers)
     }
 
@@ -193,5 +189,13 @@ public struct ContractTransport: OutboxTransport {
             return .blocked(reason, refusal: changed.isEmpty ? nil : Refusal(code: word, fields: changed))
         default: return nil
         }
+    }
+}
+
+extension WriteVerdict {
+    /// A `failed` verdict as the failure of a request that may pass, for a group that failed with it.
+    fileprivate var failure: RequestFailure? {
+        guard case .failed(let status, let code, let text) = self else { return nil }
+        return RequestFailure(kind: .http, status: status, code: code, text: text, meaning: .mayPass)
     }
 }

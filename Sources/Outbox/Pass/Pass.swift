@@ -88,8 +88,9 @@ struct Pass: Sendable {
         }
         /// Each write as the instance would receive it, or why the transport cannot make it.
         var writes: [WriteID: Made] = [:]
-        /// Why an atomic group (its writes, in order) cannot go as one request; nil when it can.
-        var groups: [[WriteID]: String?] = [:]
+        /// The atomic group asked about (its writes, in order), and why it cannot go as one request
+        /// (nil when it can).
+        var group: (writes: [WriteID], unmade: String?)?
         /// How many leading writes of a batch's rest (its writes, in order) one request carries.
         var sizes: [[WriteID]: Int] = [:]
     }
@@ -228,8 +229,8 @@ struct Pass: Sendable {
             var (outgoing, unmade) = try requests(for: batch.writes, prepared, appender.reader)
             // A group the transport cannot send as one all-or-none request is unmade whole (R4.3, R4.5).
             if batch.isAtomic, unmade.isEmpty, outgoing.count > 1 {
-                guard let checked = prepared.groups[outgoing.map(\.id)] else { return .prepare(.batch(batch)) }
-                if let reason = checked {
+                guard let group = prepared.group, group.writes == outgoing.map(\.id) else { return .prepare(.batch(batch)) }
+                if let reason = group.unmade {
                     unmade = outgoing.map { ($0.id, reason) }
                     outgoing = []
                 }
@@ -396,8 +397,9 @@ struct Pass: Sendable {
             }
             if batch.isAtomic {
                 if outgoing.count > 1 {
-                    prepared.groups[outgoing.map(\.id)] = .some(
-                        transport.unmadeReason(forGroup: OutgoingBatch(writes: outgoing, isAtomic: true)))
+                    prepared.group = (
+                        outgoing.map(\.id), transport.unmadeReason(forGroup: OutgoingBatch(writes: outgoing, isAtomic: true))
+                    )
                 }
             } else {
                 prepared.sizes = requestSizes(of: outgoing)
