@@ -187,6 +187,16 @@ public final class Environment: @unchecked Sendable {
     /// simulation's storage model reads it to know what a power loss may take back.
     package var lastCommitSkippedMetaSync: Bool { lastCommitSkippedMeta.load(ordering: .relaxed) }
 
+    /// Flushes the data file, meta pages included (`mdb_env_sync`, forced): a commit made
+    /// `.withoutMetaSync` is then durable, as if it had been made `.standard`.
+    package func flush() throws {
+        try resizeLock.withShared {
+            try checkOpen()
+            try check(mdb_env_sync(handle, 1), "mdb_env_sync", path: path)
+        }
+        lastCommitSkippedMeta.store(false, ordering: .relaxed)
+    }
+
     /// Frees the reader slots of processes that are gone (`mdb_reader_check`); returns how many.
     @discardableResult
     private static func clearStaleReaders(_ env: OpaquePointer) -> Int32 {

@@ -1,8 +1,10 @@
 import Foundation
 import Outbox
 import OutboxTesting
+import Synchronization
 import Testing
 
+@testable import Outbox
 @testable import OutboxSimulation
 
 /// The simulation's storage model of a power loss (`PowerLoss`), and what R2.3 promises under it.
@@ -45,6 +47,31 @@ struct PowerLossTests {
         #expect(try await client.queue.all().first { $0.id == id }?.state.name == "accepted")
     }
 
+    @Test(
+        "a request that follows a write answered in the last commit goes once that commit is durable; others do not wait for a flush (R9.3, R2.3, decision 013)"
+    )
+    func aFollowerGoesOnlyOnceTheAnswerItFollowsIsDurable() async throws {
+        let path = NSTemporaryDirectory() + "outbox-power-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let transport = OneWriteARequest()
+        var configuration = OutboxConfiguration(autoSync: false)
+        configuration.clock = ManualClock()
+        configuration.random = SeededRandomSource(seed: 7)
+        let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+        defer { client.close() }
+        try await client.settleSession(user: "alice", accessToken: nil)
+        transport.log = client.log
+        let insert = try await client.enqueue(.insert(into: "todos", key: ["id": .int(1)], body: ["title": .string("milk")]))
+        let delete = try await client.enqueue(.delete(from: "todos", key: ["id": .int(1)]))
+        let other = try await client.enqueue(.insert(into: "todos", key: ["id": .int(2)], body: ["title": .string("tea")]))
+        let report = try await client.sync()
+        #expect(report.syncedCount == 3)
+        // The model's counterexample (Specs/model, no-flush-before-follower): were the delete sent while
+        // the insert's answer could still be undone, a power loss would resend the insert after it.
+        #expect(transport.sends.map(\.id) == [insert, delete, other])
+        #expect(transport.sends.map(\.mayBeUndone) == [true, false, true], "only the delete waited for a flush")
+    }
+
     @Test("the model refuses a file that is not LMDB's")
     func refusesAFileThatIsNotLMDB() throws {
         let path = NSTemporaryDirectory() + "outbox-power-" + UUID().uuidString
@@ -52,5 +79,27 @@ struct PowerLossTests {
         #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 7, count: 8192)))
         #expect(throws: PowerLoss.Unexpected.self) { try PowerLoss.undoLastCommit(file: path) }
         #expect(FileManager.default.contents(atPath: path) == Data(repeating: 7, count: 8192))
+    }
+}
+
+/// The instance behind a transport that sends one write a request (as PostgREST's does), noting at
+/// each send whether a power loss could still undo the log's last commit.
+private final class OneWriteARequest: OutboxTransport, @unchecked Sendable {
+    let instance = SimulatedInstance()
+    nonisolated(unsafe) var log: EventLog?
+    private let noted = Mutex<[(id: WriteID, mayBeUndone: Bool)]>([])
+
+    var sends: [(id: WriteID, mayBeUndone: Bool)] { noted.withLock { $0 } }
+
+    func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        let mayBeUndone = log?.lastCommitMayBeUndoneByPowerLoss ?? true
+        noted.withLock { $0 += batch.writes.map { (id: $0.id, mayBeUndone: mayBeUndone) } }
+        return await instance.send(batch, accessToken: accessToken)
+    }
+
+    func requestSize(for batch: OutgoingBatch) -> Int { 1 }
+
+    func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
+        try await instance.readRow(table: table, key: key, accessToken: accessToken)
     }
 }

@@ -104,6 +104,12 @@ package final class EventLog: Sendable {
     /// LMDB's meta page (R2.3). The simulation's storage model asks before it takes a commit back.
     package var lastCommitMayBeUndoneByPowerLoss: Bool { environment.lastCommitSkippedMetaSync }
 
+    /// Makes the last commit durable, when it was made without the meta sync (R2.3).
+    func makeLastCommitDurable() throws {
+        guard environment.lastCommitSkippedMetaSync else { return }
+        try storageErrors(path: path) { try environment.flush() }
+    }
+
     // MARK: - Writing
 
     /// Runs `body` in one write transaction with an appender, and commits. On `MDB_MAP_FULL` the map

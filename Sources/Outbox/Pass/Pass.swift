@@ -41,6 +41,9 @@ struct Pass: Sendable {
         /// The report lines of the last transaction.
         var verdicts: [SyncReport.Verdict] = []
         var stoppedBy: PassFailure?
+        /// Whether the request planned next follows a write answered in a commit that a power loss could
+        /// still undo: that commit is made durable before the request goes (R9.3, decision 013).
+        var flushBeforeSend = false
     }
 
     /// Writes of a batch still to send, planned together (its writes may follow one another).
@@ -129,9 +132,14 @@ struct Pass: Sendable {
                 (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared] appender in
                     var progress = carried
                     let step = try next(&appender, &progress, prepared)
+                    try noteFollowers(of: step, &progress, appender.reader)
                     return (progress, step)
                 }
             case .send(let sending):
+                // A power loss may undo the last commit: the request must not go ahead of the answers
+                // it follows while they could be lost, or a resend of them would come after it (R9.3).
+                if progress.flushBeforeSend { try log.makeLastCommitDurable() }
+                progress.flushBeforeSend = false
                 prepared = try prepare(lookahead(after: progress, sending: sending))
                 let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic)
                 var answer = await transport.send(batch, accessToken: token)
@@ -152,7 +160,9 @@ struct Pass: Sendable {
                 (progress, step) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) {
                     [self, prepared] appender in
                     var progress = carried
+                    progress.flushBeforeSend = false
                     let step = try record(received, to: sending, &appender, &progress, prepared)
+                    try noteFollowers(of: step, &progress, appender.reader)
                     return (progress, step)
                 }
             }
@@ -164,6 +174,16 @@ struct Pass: Sendable {
         (report.heldCount, report.heldBehindOtherTablesCount) = try log.read { try planner.heldCounts($0) }
         report.remainingCount = try remaining()
         return report
+    }
+
+    /// Notes whether the request `step` sends follows (R2.2) a write given a verdict in this transaction.
+    private func noteFollowers(of step: Step, _ progress: inout Progress, _ reader: StoreReader) throws {
+        guard case .send(let request) = step, !progress.verdicts.isEmpty else { return }
+        let answered = Set(progress.verdicts.map(\.id))
+        for write in request.writes where !progress.flushBeforeSend {
+            let dependencies = try reader.entry(write.id)?.dependencies ?? []
+            progress.flushBeforeSend = dependencies.contains { answered.contains($0) }
+        }
     }
 
     /// Records an answer and the decisions on it (R4.3–R4.5); then ends the pass, or plans the next request.
