@@ -66,6 +66,7 @@
 #define R_REFUSED 2
 #define R_CONFLICTED 3
 #define R_LOST 4    /* no answer: the request or its answer was lost (a failure that may pass) */
+#define R_SKIPPED 5 /* not applied, behind a write refused in the same request */
 
 /* The writes: W0 and W1 to row 0, W2 to row 1. */
 byte op[W];
@@ -133,7 +134,8 @@ inline durable() {
 inline verdict(w, answer) {
     if
     :: answer == R_NONE || answer == R_LOST -> skip   /* no verdict: the write stays as it was */
-    :: answer != R_NONE && answer != R_LOST && (st[w] == REMOVED || st[w] == ABSENT) ->
+    :: answer == R_SKIPPED -> doubt[w] = false        /* answered, not applied: it stays as it was */
+    :: answer != R_NONE && answer != R_LOST && answer != R_SKIPPED && (st[w] == REMOVED || st[w] == ABSENT) ->
         skip   /* the fold ignores a write the queue no longer holds */
     :: else ->
         /* a write refused for good was never sent; an answered one is answered again only by a replay */
@@ -223,7 +225,7 @@ inline contract(batch, mark) {
                 if
                 :: stored[i] != R_NONE -> answers[i] = stored[i]   /* replayed */
                 /* a write that follows one refused in this request is skipped, not applied */
-                :: stored[i] == R_NONE && (deps[i] & batch & refusedNow) -> answers[i] = R_NONE
+                :: stored[i] == R_NONE && (deps[i] & batch & refusedNow) -> answers[i] = R_SKIPPED
                 :: stored[i] == R_NONE && !(deps[i] & batch & refusedNow) && serverrefusals > 0 && applied[i] == 0 ->
                     serverrefusals--; answers[i] = R_REFUSED; refusedNow = refusedNow | (1 << i)
                 :: stored[i] == R_NONE && !(deps[i] & batch & refusedNow) ->

@@ -123,6 +123,50 @@ final class RowTransport: OutboxTransport {
         }
     }
 
+    // R6.2, decision 013 (the model check's discard race): while the outcome of a write's last send is
+    // unknown, it is not discarded, nor is a write whose discard would refuse it unsent: the instance
+    // could apply it after the log said it was gone or refused for good.
+    @Test func discardWaitsForTheOutcomeOfTheLastSend() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            let list = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
+            let item = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: [:]))
+            instance.script([.verdict(.refused(Refusal(status: 422, code: "23514"))), .verdict(.accepted)])
+            _ = try await client.sync()
+            #expect(try await client.write(list)?.state.name == "refused")
+            // Resent, and the answer lost after the instance applied it (a timeout: it may have passed).
+            instance.script([.lostResponse])
+            _ = try await client.sync()
+            #expect(try await client.write(list)?.state.name == "refused", "still refused in the log")
+            #expect(try await client.queue.discard(list) == false, "its last send's outcome is unknown")
+            // The next pass resends it under its key: the instance replays what it applied.
+            _ = try await client.sync()
+            #expect(try await client.write(list)?.state.name == "accepted")
+            #expect(instance.applied.map(\.id).filter { $0 == list }.count == 1)
+            #expect(try await client.write(item)?.state.name == "accepted")
+        }
+    }
+
+    // Decision 013: a dependent in doubt keeps its ancestor from being discarded with it.
+    @Test func discardWithDependentsWaitsForADependentInDoubt() async throws {
+        try await withTemporaryLog { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            let list = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
+            let item = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: [:], dependsOn: [list]))
+            // Both are sent and the answer lost; then the list is refused (as a later pass would): the
+            // item's send is still in doubt, and discarding the list would refuse it unsent.
+            instance.script([.lostResponse])
+            _ = try await client.sync()
+            try await client.record(list, .refused(Refusal(status: 409)), refusals: 1)
+            #expect(try await client.queue.discard(list, withDependents: true) == false)
+            #expect(try await client.write(item)?.state.name == "pending")
+            try await client.record(item, .refused(Refusal(status: 409)), refusals: 1)
+            #expect(try await client.queue.discard(list, withDependents: true))
+        }
+    }
+
     // R6.3
     @Test func releaseSendsAgainUnderAFreshKeyKeepingTheCount() async throws {
         try await withTemporaryLog { path in

@@ -80,7 +80,9 @@ public struct OutboxQueue: Sendable {
 
     /// Takes a refused or dead write, and the body it carried, out of the queue. Returns false
     /// for any other write, or one a waiting write depends on unless `withDependents`, which refuses
-    /// those unsent (final). Throws `.notFound` for an id the queue does not hold.
+    /// those unsent (final). Returns false too while the outcome of the write's last send (or of a
+    /// dependent's it would refuse) is unknown: the next pass resends it under its key and settles it.
+    /// Throws `.notFound` for an id the queue does not hold.
     @discardableResult
     public func discard(_ id: WriteID, withDependents: Bool = false) async throws -> Bool {
         try client.checkOpen()

@@ -76,18 +76,7 @@ enum QueueOperations {
     /// final), blocked or dead ones too. Those were built on a write that will never reach the
     /// instance; left as they were, a refused one would be retried forever and never settle.
     static func refuseDependents(of id: WriteID, kind: WriteOperation, how: String, appender: inout Appender) throws {
-        var frontier = [id]
-        var seen: Set<WriteID> = [id]
-        var refused: [WriteID] = []
-        while let current = frontier.popLast() {
-            for dependent in try appender.reader.dependents(of: current) where seen.insert(dependent).inserted {
-                guard let entry = try appender.reader.entry(dependent), !entry.state.isAnswered else { continue }
-                frontier.append(dependent)
-                if case .refused(let refusal) = entry.state, refusal.isFinal { continue }
-                refused.append(dependent)
-            }
-        }
-        for dependent in refused.sorted() {
+        for dependent in try dependentsToRefuse(of: id, reader: appender.reader) {
             guard let entry = try appender.reader.entry(dependent) else { continue }
             try appender.append(
                 .verdictRecorded(
@@ -95,6 +84,44 @@ enum QueueOperations {
                         writeId: dependent, passId: nil, state: .refused(.unsent(because: "the \(kind) it waits for was \(how)")),
                         refusals: entry.refusals)))
         }
+    }
+
+    /// The writes `refuseDependents(of:)` refuses, in id order.
+    static func dependentsToRefuse(of id: WriteID, reader: StoreReader) throws -> [WriteID] {
+        var frontier = [id]
+        var seen: Set<WriteID> = [id]
+        var refused: [WriteID] = []
+        while let current = frontier.popLast() {
+            for dependent in try reader.dependents(of: current) where seen.insert(dependent).inserted {
+                guard let entry = try reader.entry(dependent), !entry.state.isAnswered else { continue }
+                frontier.append(dependent)
+                if case .refused(let refusal) = entry.state, refusal.isFinal { continue }
+                refused.append(dependent)
+            }
+        }
+        return refused.sorted()
+    }
+
+    /// Whether the write's last attempt has no answer of the instance's for it yet: a pass may be
+    /// sending it now, or the answer was lost and the instance may have applied it. Only the pass
+    /// that resends it settles it (decision 013).
+    static func isInDoubt(_ id: WriteID, reader: StoreReader) throws -> Bool {
+        for sequence in try reader.historySequences(of: id).reversed() {
+            switch try reader.record(sequence)?.event {
+            case .attemptStarted?: return true
+            // Each write of the request answered (skipped and not sent included): nothing left unknown.
+            // A request that failed: unknown only when the failure may pass (a lost answer, a 5xx).
+            case .answerReceived(let received)?:
+                switch received.answer {
+                case .answered: return false
+                case .failed(let failure): return failure.kind != .http || failure.meaning == .mayPass
+                case .contractBroken: return true
+                }
+            case .verdictRecorded?, .verdictsRecorded?: return false
+            default: continue
+            }
+        }
+        return false
     }
 
     /// The entry of `id` if it belongs to `user`; otherwise the queue does not hold it for them.
@@ -113,6 +140,15 @@ enum QueueOperations {
         // A write refused for good holds nothing behind it (R3.1): it goes whatever was queued after it.
         let waited = try !entry.state.isRefusedForGood && hasWaitingDependents(id, reader: appender.reader)
         if waited && !withDependents { return false }
+        // Not while a send of it, or of a write it would refuse, may be on its way: the instance could
+        // apply it after the log said it was taken out or refused for good.
+        if try isInDoubt(id, reader: appender.reader) { return false }
+        if waited,
+            try dependentsToRefuse(of: id, reader: appender.reader).contains(where: { try isInDoubt($0, reader: appender.reader) }
+            )
+        {
+            return false
+        }
         let kind = try appender.reader.queuedEvent(of: id)?.operation ?? .custom("write")
         try appender.append(.writeDiscarded(WriteDiscarded(writeId: id, withDependents: withDependents)))
         if waited { try refuseDependents(of: id, kind: kind, how: "discarded", appender: &appender) }
