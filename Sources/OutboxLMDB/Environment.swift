@@ -188,13 +188,16 @@ public final class Environment: @unchecked Sendable {
     package var lastCommitSkippedMetaSync: Bool { lastCommitSkippedMeta.load(ordering: .relaxed) }
 
     /// Flushes the data file, meta pages included (`mdb_env_sync`, forced): a commit made
-    /// `.withoutMetaSync` is then durable, as if it had been made `.standard`.
+    /// `.withoutMetaSync` is then durable, as if it had been made `.standard`. Between commits, so
+    /// that no commit of this process comes between the flush and what it says of the last one.
     package func flush() throws {
-        try resizeLock.withShared {
-            try checkOpen()
-            try check(mdb_env_sync(handle, 1), "mdb_env_sync", path: path)
+        try writer.withLock {
+            try resizeLock.withShared {
+                try checkOpen()
+                try check(mdb_env_sync(handle, 1), "mdb_env_sync", path: path)
+            }
+            lastCommitSkippedMeta.store(false, ordering: .relaxed)
         }
-        lastCommitSkippedMeta.store(false, ordering: .relaxed)
     }
 
     /// Frees the reader slots of processes that are gone (`mdb_reader_check`); returns how many.

@@ -9,6 +9,7 @@
  * Configuration, by -D when SPIN generates the verifier (scripts/model-check):
  *   CONTRACT or POSTGREST      the transport and its server
  *   KEYONLY_FUNCTION           PostgREST's custom function deduplicates on X-Idempotency-Key alone
+ *   ROW_FOLLOWER=UPD           PostgREST's second write to the row updates it (by default, deletes it)
  *   PASSES=1|2                 processes syncing the log
  *   KILLS, POWERLOSS, NETFAULTS, SERVERREFUSALS, APPCALLS   the bounds of what can go wrong
  * Mutants: each undoes one rule the code keeps, and must produce a counterexample:
@@ -43,6 +44,9 @@
 
 #define W 3
 #define MAXREFUSALS 2
+#ifndef ROW_FOLLOWER
+#define ROW_FOLLOWER DEL   /* PostgREST: what W1 does to W0's row (DEL or UPD) */
+#endif
 
 /* A write's state in the log. */
 #define ABSENT 0    /* not queued yet */
@@ -138,6 +142,8 @@ inline verdict(w, answer) {
     :: answer != R_NONE && answer != R_LOST && answer != R_SKIPPED && (st[w] == REMOVED || st[w] == ABSENT) ->
         skip   /* the fold ignores a write the queue no longer holds */
     :: else ->
+        /* the log records answers only to requests that went out */
+        assert(sent[w]);
         /* a write refused for good was never sent; an answered one is answered again only by a replay */
         assert(st[w] != FINAL);
         assert(st[w] != ANSWERED || answer == R_ACCEPTED || answer == R_CONFLICTED);
@@ -511,7 +517,7 @@ ltl settles { <> [] (DONE(0) && DONE(1) && DONE(2)) }
 init {
 #ifdef POSTGREST
     op[0] = INS; row[0] = 0;
-    op[1] = DEL; row[1] = 0;
+    op[1] = ROW_FOLLOWER; row[1] = 0;
     op[2] = CUS; row[2] = 1;
 #else
     op[0] = PUT; row[0] = 0;

@@ -52,6 +52,8 @@ struct Pass: Sendable {
         var isAtomic: Bool
         /// How many writes the part had when planned: the batch that a request's answer is judged in.
         var count: Int
+        /// What the writes of its batch follow (`Planner.Batch.follows`).
+        var follows: Set<WriteID>
     }
 
     /// One request, its `attemptStarted` committed.
@@ -60,6 +62,8 @@ struct Pass: Sendable {
         var isAtomic: Bool
         /// How many writes its batch holds (`Part.count`).
         var batchCount: Int
+        /// What the writes of its batch follow (`Part.follows`).
+        var follows: Set<WriteID>
     }
 
     /// What a transaction of the pass leaves to do next.
@@ -132,7 +136,7 @@ struct Pass: Sendable {
                 (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared] appender in
                     var progress = carried
                     let step = try next(&appender, &progress, prepared)
-                    try noteFollowers(of: step, &progress, appender.reader)
+                    noteFollowers(of: step, &progress)
                     return (progress, step)
                 }
             case .send(let sending):
@@ -162,7 +166,7 @@ struct Pass: Sendable {
                     var progress = carried
                     progress.flushBeforeSend = false
                     let step = try record(received, to: sending, &appender, &progress, prepared)
-                    try noteFollowers(of: step, &progress, appender.reader)
+                    noteFollowers(of: step, &progress)
                     return (progress, step)
                 }
             }
@@ -176,14 +180,12 @@ struct Pass: Sendable {
         return report
     }
 
-    /// Notes whether the request `step` sends follows (R2.2) a write given a verdict in this transaction.
-    private func noteFollowers(of step: Step, _ progress: inout Progress, _ reader: StoreReader) throws {
-        guard case .send(let request) = step, !progress.verdicts.isEmpty else { return }
-        let answered = Set(progress.verdicts.map(\.id))
-        for write in request.writes where !progress.flushBeforeSend {
-            let dependencies = try reader.entry(write.id)?.dependencies ?? []
-            progress.flushBeforeSend = dependencies.contains { answered.contains($0) }
-        }
+    /// Notes whether the request `step` sends may follow (R2.2) a write given a verdict in this
+    /// transaction: one of its batch's writes does (a later request of the batch may flush once more
+    /// than it needs; a batch of independent writes never does).
+    private func noteFollowers(of step: Step, _ progress: inout Progress) {
+        guard case .send(let request) = step, !request.follows.isEmpty else { return }
+        if progress.verdicts.contains(where: { request.follows.contains($0.id) }) { progress.flushBeforeSend = true }
     }
 
     /// Records an answer and the decisions on it (R4.3–R4.5); then ends the pass, or plans the next request.
@@ -219,7 +221,10 @@ struct Pass: Sendable {
             let middle = request.writes.count / 2
             let halves = [Array(request.writes[..<middle]), Array(request.writes[middle...])]
             progress.batch.insert(
-                contentsOf: halves.map { Part(writes: $0, isAtomic: request.isAtomic, count: $0.count) }, at: 0)
+                contentsOf: halves.map {
+                    Part(writes: $0, isAtomic: request.isAtomic, count: $0.count, follows: request.follows)
+                },
+                at: 0)
         }
         return try next(&appender, &progress, prepared)
     }
@@ -269,7 +274,7 @@ struct Pass: Sendable {
                 continue
             }
             if !outgoing.isEmpty {
-                progress.batch = [Part(writes: outgoing, isAtomic: batch.isAtomic, count: outgoing.count)]
+                progress.batch = [Part(writes: outgoing, isAtomic: batch.isAtomic, count: outgoing.count, follows: batch.follows)]
                 progress.inBatch = false
                 progress.plannedEarlier = false
             }
@@ -333,7 +338,7 @@ struct Pass: Sendable {
             part.writes.removeFirst(size)
             progress.batch.insert(part, at: 0)
         }
-        return .send(Request(writes: writes, isAtomic: part.isAtomic, batchCount: part.count))
+        return .send(Request(writes: writes, isAtomic: part.isAtomic, batchCount: part.count, follows: part.follows))
     }
 
     private func start(_ appender: inout Appender) throws -> UInt64 {

@@ -16,6 +16,9 @@ struct Planner {
     struct Batch {
         var writes: [WriteID] = []
         var isAtomic = false
+        /// What its writes follow (R2.2): the pass flushes before sending one after an answer it
+        /// follows (`Pass.noteFollowers`).
+        var follows: Set<WriteID> = []
     }
 
     /// The next batch: consecutive sendable writes in id order, each after what it depends on (in the
@@ -32,14 +35,15 @@ struct Planner {
             guard try isReady(entry, besides: inBatch, reader) else { return true }
             if let group = entry.atomicGroup {
                 if !batch.writes.isEmpty { return false }
-                if let members = try readyGroup(group, reader) {
-                    batch = Batch(writes: members, isAtomic: members.count > 1)
+                if let (members, follows) = try readyGroup(group, reader) {
+                    batch = Batch(writes: members, isAtomic: members.count > 1, follows: follows)
                     return false
                 }
                 unready.insert(group.first)
                 return true
             }
             batch.writes.append(id)
+            batch.follows.formUnion(entry.dependencies)
             inBatch.insert(id)
             return batch.writes.count < batchSize
         }
@@ -147,8 +151,9 @@ struct Planner {
         try entry.dependencies.allSatisfy { id in try batch.contains(id) || inFlight.contains(id) || reader.isSettled(id) }
     }
 
-    /// The sendable writes of an atomic group, if each waits only on settled writes or on one another.
-    private func readyGroup(_ group: WriteQueued.AtomicGroup, _ reader: StoreReader) throws -> [WriteID]? {
+    /// The sendable writes of an atomic group, and what they follow, if each waits only on settled
+    /// writes or on one another.
+    private func readyGroup(_ group: WriteQueued.AtomicGroup, _ reader: StoreReader) throws -> ([WriteID], Set<WriteID>)? {
         var members: [WriteID] = []
         for offset in 0..<UInt64(group.count) {
             let id = WriteID(group.first.rawValue + offset)
@@ -158,9 +163,11 @@ struct Planner {
             members.append(id)
         }
         let memberSet = Set(members)
+        var follows = Set<WriteID>()
         for id in members {
             guard let entry = try reader.entry(id), try isReady(entry, besides: memberSet, reader) else { return nil }
+            follows.formUnion(entry.dependencies)
         }
-        return members
+        return (members, follows)
     }
 }
