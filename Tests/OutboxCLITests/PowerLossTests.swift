@@ -10,6 +10,14 @@ import Testing
 /// The simulation's storage model of a power loss (`PowerLoss`), and what R2.3 promises under it.
 @Suite("Power loss")
 struct PowerLossTests {
+    /// No automatic passes; a manual clock and a seeded generator.
+    static func configuration() -> OutboxConfiguration {
+        var configuration = OutboxConfiguration(autoSync: false)
+        configuration.clock = ManualClock()
+        configuration.random = SeededRandomSource(seed: 7)
+        return configuration
+    }
+
     @Test(
         "a power loss undoes a pass's last commit, never an enqueue's; the write is resent under its key and applied once (R2.3, R4.6)"
     )
@@ -17,11 +25,8 @@ struct PowerLossTests {
         let path = NSTemporaryDirectory() + "outbox-power-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: path) }
         let instance = SimulatedInstance()
-        var configuration = OutboxConfiguration(autoSync: false)
-        configuration.clock = ManualClock()
-        configuration.random = SeededRandomSource(seed: 7)
         func open() async throws -> OutboxClient {
-            let client = try OutboxClient.open(path: path, transport: instance, configuration: configuration)
+            let client = try OutboxClient.open(path: path, transport: instance, configuration: Self.configuration())
             try await client.settleSession(user: "alice", accessToken: nil)
             return client
         }
@@ -54,10 +59,7 @@ struct PowerLossTests {
         let path = NSTemporaryDirectory() + "outbox-power-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: path) }
         let transport = OneWriteARequest()
-        var configuration = OutboxConfiguration(autoSync: false)
-        configuration.clock = ManualClock()
-        configuration.random = SeededRandomSource(seed: 7)
-        let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+        let client = try OutboxClient.open(path: path, transport: transport, configuration: Self.configuration())
         defer { client.close() }
         try await client.settleSession(user: "alice", accessToken: nil)
         transport.log = client.log
