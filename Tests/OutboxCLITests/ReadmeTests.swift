@@ -38,7 +38,16 @@ import Testing
             try FileManager.default.createDirectory(at: sources.appendingPathComponent(target), withIntermediateDirectories: true)
         }
         try tour.write(to: sources.appendingPathComponent("Tour/main.swift"), atomically: true, encoding: .utf8)
-        for (index, block) in swift.dropFirst().enumerated() {
+        // A manifest block (how an app depends on the package) is not code of a target: each product
+        // it names must be a library of this package.
+        let manifests = swift.dropFirst().filter { $0.hasPrefix("// swift-tools-version") }
+        let package = try String(contentsOf: Self.root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        for manifest in manifests {
+            let named = manifest.components(separatedBy: ".product(name: \"").dropFirst().map { $0.prefix { $0 != "\"" } }
+            #expect(!named.isEmpty, "a manifest block that names no product")
+            for product in named { #expect(package.contains(".library(name: \"\(product)\""), "no library \(product)") }
+        }
+        for (index, block) in swift.dropFirst().filter({ !$0.hasPrefix("// swift-tools-version") }).enumerated() {
             try block.write(
                 to: sources.appendingPathComponent("Snippets/snippet\(index + 1).swift"), atomically: true, encoding: .utf8)
         }

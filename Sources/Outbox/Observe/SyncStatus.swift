@@ -83,7 +83,9 @@ public enum OutboxEvent: Hashable, Sendable {
         public var fields: [String]
         /// How often the write was refused so far.
         public var refusals: Int
-        /// Whether the refusal is for good: the write is never sent again.
+        /// Whether the refusal is for good (the write was refused unsent or unmade): it is never sent
+        /// again, cannot be released, and holds no write behind it. A dead write's is false: it is
+        /// never sent again unless released, and until then the writes behind it wait.
         public var isFinal: Bool
     }
 
@@ -122,5 +124,17 @@ extension OutboxEvent.Rejection {
     init(_ refusal: Refusal, _ refusals: Int) {
         self.init(
             status: refusal.status, code: refusal.code, fields: refusal.fields, refusals: refusals, isFinal: refusal.isFinal)
+    }
+}
+
+extension SyncStatus: CustomStringConvertible {
+    /// One line for a log or a debugger: the network, the counts, whether a pass runs, the last sync
+    /// and the last failure. Never a server's text or a token.
+    public var description: String {
+        var text = "network \(network.rawValue), pending \(pendingCount), rejected \(rejectedCount), blocked \(blockedCount)"
+        if isSyncing { text += ", syncing" }
+        if let lastSyncedAt { text += ", last synced \(lastSyncedAt)" }
+        if let lastSyncError { text += ", last failure \(lastSyncError)" }
+        return text
     }
 }

@@ -153,3 +153,16 @@ extension PassFailure {
         ])
     }
 }
+
+extension SyncReport: CustomStringConvertible {
+    /// One line for a log or a debugger: the counts (the replayed answers are among the synced), then
+    /// how the pass stopped, if it did. Never a server's text or a token.
+    public var description: String {
+        var text =
+            "synced \(syncedCount) (\(alreadyOnServerCount) already on the server), rejected \(rejectedCount), "
+            + "blocked \(blockedCount), held \(heldCount), remaining \(remainingCount)"
+        if heldBehindOtherTablesCount > 0 { text += ", held behind other tables \(heldBehindOtherTablesCount)" }
+        if let stoppedBy { text += "; stopped by \(stoppedBy)" }
+        return text
+    }
+}

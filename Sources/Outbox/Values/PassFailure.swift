@@ -73,3 +73,17 @@ public struct PassFailure: Hashable, Sendable {
             })
     }
 }
+
+extension PassFailure: CustomStringConvertible {
+    /// The kind, then the status, the code and the wait asked for when there are: `http 503 PGRST001,
+    /// retry after 30 s`.
+    public var description: String {
+        var text = kind.rawValue
+        if let status { text += " \(status)" }
+        if let code { text += " \(code)" }
+        if let retryAfter {
+            text += ", retry after \(retryAfter == retryAfter.rounded() ? String(Int(retryAfter)) : String(retryAfter)) s"
+        }
+        return text
+    }
+}
