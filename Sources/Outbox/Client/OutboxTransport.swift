@@ -125,3 +125,11 @@ public struct OutgoingBatch: Hashable, Sendable {
         self.isAtomic = isAtomic
     }
 }
+
+extension OutboxTransport {
+    /// The row under `key` as the instance holds it now, the key given as the write builders take one
+    /// (`["id": todo.id]`); nil when it holds none.
+    public func readRow(table: String, key: JSONObject, accessToken: String?) async throws -> JSONValue? {
+        try await readRow(table: table, key: JSONValue(object: key), accessToken: accessToken)
+    }
+}
