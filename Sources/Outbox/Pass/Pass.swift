@@ -143,7 +143,6 @@ struct Pass: Sendable {
                 // A power loss may undo the last commit: the request must not go ahead of the answers
                 // it follows while they could be lost, or a resend of them would come after it (R9.3).
                 if progress.flushBeforeSend { try log.makeLastCommitDurable() }
-                progress.flushBeforeSend = false
                 prepared = try prepare(lookahead(after: progress, sending: sending))
                 let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic)
                 var answer = await transport.send(batch, accessToken: token)

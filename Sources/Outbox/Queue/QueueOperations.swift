@@ -76,7 +76,12 @@ enum QueueOperations {
     /// final), blocked or dead ones too. Those were built on a write that will never reach the
     /// instance; left as they were, a refused one would be retried forever and never settle.
     static func refuseDependents(of id: WriteID, kind: WriteOperation, how: String, appender: inout Appender) throws {
-        for dependent in try dependentsToRefuse(of: id, reader: appender.reader) {
+        try refuse(dependentsToRefuse(of: id, reader: appender.reader), kind: kind, how: how, appender: &appender)
+    }
+
+    /// Refuses `dependents` (`dependentsToRefuse(of:)`) unsent, with the reason `refuseDependents` gives.
+    private static func refuse(_ dependents: [WriteID], kind: WriteOperation, how: String, appender: inout Appender) throws {
+        for dependent in dependents {
             guard let entry = try appender.reader.entry(dependent) else { continue }
             try appender.append(
                 .verdictRecorded(
@@ -143,15 +148,11 @@ enum QueueOperations {
         // Not while a send of it, or of a write it would refuse, may be on its way: the instance could
         // apply it after the log said it was taken out or refused for good.
         if try isInDoubt(id, reader: appender.reader) { return false }
-        if waited,
-            try dependentsToRefuse(of: id, reader: appender.reader).contains(where: { try isInDoubt($0, reader: appender.reader) }
-            )
-        {
-            return false
-        }
+        let dependents = waited ? try dependentsToRefuse(of: id, reader: appender.reader) : []
+        if try dependents.contains(where: { try isInDoubt($0, reader: appender.reader) }) { return false }
         let kind = try appender.reader.queuedEvent(of: id)?.operation ?? .custom("write")
         try appender.append(.writeDiscarded(WriteDiscarded(writeId: id, withDependents: withDependents)))
-        if waited { try refuseDependents(of: id, kind: kind, how: "discarded", appender: &appender) }
+        try refuse(dependents, kind: kind, how: "discarded", appender: &appender)
         return true
     }
 
