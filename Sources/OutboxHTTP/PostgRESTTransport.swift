@@ -37,6 +37,9 @@ public struct PostgRESTTransport: OutboxTransport {
     public var schema: String? { server.schema }
     /// The tables it may write and their key columns; nil: any table, keyed by its writes' keys.
     public let tables: [String: [String]]?
+
+    /// The key columns `tables` gives `table`: a write made from a model without a key takes them from it.
+    public func keyColumns(of table: String) -> [String]? { tables?[table] }
     /// How long one request may take.
     public var timeout: TimeInterval { server.timeout }
     private let server: PostgRESTServer

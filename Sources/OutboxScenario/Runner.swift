@@ -200,6 +200,9 @@ private struct Run {
         case .cancel(let ref):
             let id = try lookUp(ref, step: index)
             await result { .bool(try await client.queue.cancel(id)) }
+        case .explain(let ref):
+            let id = try lookUp(ref, step: index)
+            await result { try await client.queue.explain(id).json(naming: { .string(self.ref(of: $0)) }) }
         case .withdraw(let ref):
             let id = try lookUp(ref, step: index)
             await result {
@@ -281,6 +284,7 @@ private struct Run {
         var statusFields: [String: JSONValue] = [
             "network": .string(status.network.rawValue), "pendingCount": .int(Int64(status.pendingCount)),
             "rejectedCount": .int(Int64(status.rejectedCount)), "blockedCount": .int(Int64(status.blockedCount)),
+            "heldBehindDeadOrBlockedCount": .int(Int64(status.heldBehindDeadOrBlockedCount)),
             "isSyncing": .bool(status.isSyncing), "lastSyncError": status.lastSyncError?.reportJSON ?? .null,
         ]
         if let at = status.lastSyncedAt { statusFields["lastSyncedAt"] = .string(at.description) }

@@ -45,6 +45,7 @@ public struct Scenario: Sendable {
         case discard(ref: String, withDependents: Bool)
         case withdraw(ref: String)
         case cancel(ref: String)
+        case explain(ref: String)
         case takeAnswered
         case forgetAnswered
         case crash
@@ -66,6 +67,7 @@ public struct Scenario: Sendable {
             case .discard: return "discard"
             case .withdraw: return "withdraw"
             case .cancel: return "cancel"
+            case .explain: return "explain"
             case .takeAnswered: return "takeAnswered"
             case .forgetAnswered: return "forgetAnswered"
             case .crash: return "crash"
@@ -211,6 +213,7 @@ extension Scenario {
             action = .discard(ref: try ref(argument), withDependents: withDependents)
         case "withdraw": action = .withdraw(ref: try ref(argument))
         case "cancel": action = .cancel(ref: try ref(argument))
+        case "explain": action = .explain(ref: try ref(argument))
         case "takeAnswered": action = .takeAnswered
         case "forgetAnswered": action = .forgetAnswered
         case "crash": action = .crash

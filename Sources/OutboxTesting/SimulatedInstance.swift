@@ -106,12 +106,19 @@ public final class SimulatedInstance: OutboxTransport {
         var onCrash: Callback<Void>?
         var unmakeable: Set<String> = []
         var onApply: Callback<(Applied, IdempotencyKey)>?
+        var keyColumns: [String: [String]] = [:]
     }
 
     private let state = Mutex(State())
 
     /// An instance that answers every request after `latency` (none by default).
     public init(latency: Duration = .zero) { state.withLock { $0.latency = latency } }
+
+    /// Gives tables key columns, as PostgREST's `tables:` does: a write made from a model without a key
+    /// takes those members of the model as its key.
+    public func setKeyColumns(_ columns: [String: [String]]) { state.withLock { $0.keyColumns = columns } }
+
+    public func keyColumns(of table: String) -> [String]? { state.withLock { $0.keyColumns[table] } }
 
     /// How long each request and row read takes from now on.
     public func setLatency(_ latency: Duration) { state.withLock { $0.latency = latency } }

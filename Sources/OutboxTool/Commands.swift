@@ -53,6 +53,7 @@ package enum Commands {
                                                        queue a write; prints its id
           queue   <log> [--user U] [--json]             the writes the queue holds, in id order
           history <log> <write-id> [--json]             one write's timeline, event by event
+          why     <log> <write-id> [--json]             what holds one write now, and what would free it
           log     <log> [--from SEQ] [--to SEQ] [--json]
                                                        the events; --json: one JSON object per line
           verify  <log>                                 "ok" (exit 0), or the first problem (exit 1)
@@ -76,7 +77,8 @@ package enum Commands {
     /// The commands that only read a log, and open it read-only (R8.6), with the options (taking a
     /// value) and flags each takes.
     static let readOnlyGrammar: [String: (options: Set<String>, flags: Set<String>)] = [
-        "queue": (["user"], ["json"]), "history": ([], ["json"]), "log": (["from", "to"], ["json"]), "verify": ([], []),
+        "queue": (["user"], ["json"]), "history": ([], ["json"]), "why": ([], ["json"]), "log": (["from", "to"], ["json"]),
+        "verify": ([], []),
         "replay": (["until"], ["json", "check-decisions"]),
     ]
 
@@ -113,6 +115,16 @@ package enum Commands {
         event's sequence, time and what it meant for the write (sent, answered, refused with the
         server's code and message, released, withdrawn…). --json prints the events as the log holds
         them, one JSON object per line. Exit 1 when the log never held that write.
+        """,
+        "why": """
+        usage: outbox why <log> <write-id> [--json]
+
+        What holds one write now and what would free it, in one sentence: the writes it waits behind
+        (same row, dependsOn, its atomic group) down to the one that holds them all, and what holds that
+        one (a refusal with its status, code and fields, dead, blocked and why, the last pass's failure,
+        a Retry-After, the session's user), then the calls that would free it. Never the server's text.
+        --json prints it as one JSON object (Specs/json-fields.md). Exit 1 when the queue does not hold
+        the write (see 'outbox history' for one that left it).
         """,
         "log": """
         usage: outbox log <log> [--from SEQ] [--to SEQ] [--json]
@@ -254,6 +266,7 @@ package enum Commands {
             case "enqueue": return try await enqueue(rest)
             case "queue": return try queue(rest)
             case "history": return try history(rest)
+            case "why": return try why(rest)
             case "log": return try log(rest)
             case "verify": return try verify(rest)
             case "scenario": return try await scenario(rest)
@@ -374,6 +387,22 @@ package enum Commands {
             return .notSo
         }
         for event in events { say(args.flag("json") ? JSONText.render(event.json) : Render.timeline(event, of: WriteID(id))) }
+        return .success
+    }
+
+    static func why(_ words: [String]) throws -> Exit {
+        let args = try readOnlyArguments("why", words)
+        let positionals = try args.positionals("log", "write-id")
+        guard let id = UInt64(positionals[1]) else {
+            throw UsageError(message: "<write-id> is a whole number, not '\(positionals[1])'")
+        }
+        let inspector = try LogInspector(path: positionals[0])
+        guard let explanation = try inspector.explain(WriteID(id), now: Timestamp(Date())) else {
+            printError(
+                "outbox why: \(positionals[0]): the queue does not hold write \(id) ('outbox history' shows what became of it)")
+            return .notSo
+        }
+        say(args.flag("json") ? JSONText.render(explanation.json) : explanation.description)
         return .success
     }
 

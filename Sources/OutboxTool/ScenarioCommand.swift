@@ -107,6 +107,9 @@ enum Transcript {
             "synced \(n("syncedCount")) (already on server \(n("alreadyOnServerCount"))), rejected \(n("rejectedCount")), "
             + "blocked \(n("blockedCount")), held \(n("heldCount")), held behind other tables \(n("heldBehindOtherTablesCount")), "
             + "remaining \(n("remainingCount"))"
+        if n("heldBehindDeadOrBlockedCount") != "0" {
+            text += ", held behind dead or blocked \(n("heldBehindDeadOrBlockedCount"))"
+        }
         if let stopped = r["stoppedBy"], stopped != .null { text += "; stopped by \(JSONText.render(stopped))" }
         if let after = r["retryAfter"], after != .null { text += ", retry after \(JSONText.render(after)) s" }
         if case .array(let verdicts)? = r["verdicts"], !verdicts.isEmpty {

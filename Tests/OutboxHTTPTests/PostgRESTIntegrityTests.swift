@@ -175,6 +175,23 @@ struct PostgRESTIntegrityTests {
 
 /// R9.6 without a server: a name that would leave its path segment is unmade, and nothing is sent.
 @Suite struct PostgRESTNameTests {
+    @Test("a model written without a key takes it from the key columns of tables: (issue 27, item 2)")
+    func keysFromTheModel() async throws {
+        struct Todo: Codable { var id: Int64, title: String }
+        let client = ScriptedHTTPClient()
+        let transport = try PostgRESTTransport(
+            url: URL(string: "https://abc.supabase.co")!, apiKey: "anon-key", tables: ["todos": ["id"]], client: client)
+        #expect(transport.keyColumns(of: "todos") == ["id"] && transport.keyColumns(of: "lists") == nil)
+        try await withTemporaryLog { path in
+            var configuration = OutboxConfiguration(autoSync: false)
+            configuration.clock = ManualClock()
+            let outbox = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
+            try await outbox.settleSession(user: "alice", accessToken: "TOKEN")
+            let id = try await outbox.enqueue(try .insert(into: "todos", encoding: Todo(id: 70_001, title: "milk")))
+            #expect(try await outbox.queue.write(id)?.key == JSONValue(object: ["id": 70_001]))
+        }
+    }
+
     @Test(
         "a table or mutation name that is not one path segment is unmade",
         arguments: [

@@ -24,6 +24,9 @@ public final class OutboxClient: Sendable {
     private let isClosed = Atomic<Bool>(false)
     let syncState = Mutex(SyncState())
     let status = Mutex(SyncStatus())
+    /// The writes last seen waiting behind a dead or blocked write, and the user they were read for:
+    /// each is announced once (`refreshStatus`).
+    let heldBehind = Mutex<(user: String?, holders: [WriteID: WriteID])>((nil, [:]))
     let statusUpdates = Broadcast<SyncStatus>()
     let eventStream = Broadcast<OutboxEvent>(missed: { .missed(count: $0) })
     /// Wakes the change feeds after each commit.
@@ -215,7 +218,11 @@ public final class OutboxClient: Sendable {
         if atomic && writes.count > WriteQueued.maxGroupSize {
             throw OutboxError.invalid("an atomic group holds at most \(WriteQueued.maxGroupSize) writes")
         }
-        for write in writes { try write.validate() }
+        let writes = try writes.map { write in
+            let keyed = try write.keyedFromBody(columns: write.key == [:] ? transport?.keyColumns(of: write.table) : nil)
+            try keyed.validate()
+            return keyed
+        }
         let random = configuration.random
         let ids = try await log.append(isEnqueue: true) { appender in
             try QueueOperations.enqueue(writes, user: owner, atomic: atomic, random: random, appender: &appender)

@@ -25,6 +25,22 @@ public struct OutboxQueue: Sendable {
         }
     }
 
+    /// Why the write is where it is now, and what would move it on: what it waits behind, what holds
+    /// that write (a refusal, a block, the last pass's failure, a Retry-After, the session), and the
+    /// calls that would free it. Throws `.notFound` for an id the queue does not hold for the current user.
+    public func explain(_ id: WriteID) async throws -> WriteExplanation {
+        try client.checkOpen()
+        let user = try client.owner()
+        let context = Explainer.Context(now: client.configuration.clock.now(), networkDisabled: client.isNetworkDisabled)
+        return try await client.read { reader in
+            _ = try QueueOperations.ownedEntry(id, user: user, reader: reader)
+            guard let explanation = try Explainer.explain(id, reader: reader, context: context) else {
+                throw OutboxError.notFound(id)
+            }
+            return explanation
+        }
+    }
+
     /// The current user's writes to one row (`table` and `key`), in id order: what the queue holds of
     /// it, pending, answered, refused, blocked or dead. For an app that shows one row's sync state.
     public func writes(table: String, key: JSONValue) async throws -> [QueuedWrite] {

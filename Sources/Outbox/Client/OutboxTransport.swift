@@ -32,9 +32,15 @@ public protocol OutboxTransport: Sendable {
     /// The row the instance holds for (`table`, `key`), or `nil` when it holds none (a successful read).
     /// Throws when the read fails; the caller then changes nothing.
     func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue?
+
+    /// The key columns of `table`, when the transport knows them (PostgREST's `tables:`), or nil. A
+    /// write made from a model without a key (`.insert(into: "todos", encoding: todo)`) takes its key
+    /// from these members of the model at enqueue.
+    func keyColumns(of table: String) -> [String]?
 }
 
 extension OutboxTransport {
+    public func keyColumns(of table: String) -> [String]? { nil }
     public func requestSize(for batch: OutgoingBatch) -> Int { batch.writes.count }
     public func unmadeReason(for write: OutgoingWrite) -> String? { nil }
     public func unmadeReason(forGroup group: OutgoingBatch) -> String? { nil }

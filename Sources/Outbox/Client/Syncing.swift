@@ -438,19 +438,37 @@ extension OutboxClient {
     public var events: AsyncStream<OutboxEvent> { eventStream.subscribe() }
 
     /// Reads the counts together and publishes the status if it changed. After close it keeps its value.
-    func refreshStatus() {
-        guard !isClosedNow else { return }
+    /// Returns the writes that started waiting behind a dead or blocked write since the last refresh,
+    /// each with the write that holds it, for the events stream.
+    @discardableResult
+    func refreshStatus() -> [(WriteID, holder: WriteID)] {
+        guard !isClosedNow else { return [] }
         let user = try? owner()
         let sync = syncState.withLock { $0 }
+        var newlyHeld: [(WriteID, holder: WriteID)] = []
         let changed = status.withLock { status -> SyncStatus? in
             var next = SyncStatus()
-            if let user, let (counters, session) = try? log.read({ (try $0.counters(user: user), try $0.session()) }) {
+            if let user,
+                let (counters, session, held) = try? log.read({ reader in
+                    let counters = try reader.counters(user: user)
+                    // Only a dead or blocked write holds writes this way: none, and nothing is read.
+                    let held = counters.rejected + counters.blocked > 0 ? try Explainer.holders(user: user, reader: reader) : [:]
+                    return (counters, try reader.session(), held)
+                })
+            {
                 next.pendingCount = counters.pending
                 next.rejectedCount = counters.rejected
                 next.blockedCount = counters.blocked
+                next.heldBehindDeadOrBlockedCount = held.count
                 if session?.identityChanged == true, session?.user == user {
                     next.blockedCount += counters.pending
                     next.pendingCount = 0
+                }
+                // Taken under the status's lock, so two refreshes never both announce one write.
+                newlyHeld = heldBehind.withLock { known in
+                    defer { known = (user, held) }
+                    return held.filter { known.user != user || known.holders[$0.key] == nil }.sorted { $0.key < $1.key }
+                        .map { ($0.key, holder: $0.value) }
                 }
             }
             next.network = sync.networkDisabled ? .disabled : sync.monitorOnline.map { $0 ? .online : .offline } ?? .unknown
@@ -462,12 +480,14 @@ extension OutboxClient {
             return next
         }
         if let changed { statusUpdates.send(changed) }
+        return newlyHeld
     }
 
     /// Called after every commit of the log.
     func didCommit(_ events: [RecordedEvent]) {
         commits.advance()
-        refreshStatus()
+        let newlyHeld = refreshStatus()
         for event in OutboxEvent.of(events) { eventStream.send(event) }
+        for (id, holder) in newlyHeld { eventStream.send(.waitingBehind(id, holder: holder)) }
     }
 }

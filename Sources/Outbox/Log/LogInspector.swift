@@ -17,6 +17,12 @@ package final class LogInspector: Sendable {
 
     package func history(of id: WriteID) throws -> [RecordedEvent] { try log.history(of: id) }
 
+    /// What holds write `id` now (any user's), as `queue.explain(_:)` says it; nil when the queue does
+    /// not hold it.
+    package func explain(_ id: WriteID, now: Timestamp) throws -> WriteExplanation? {
+        try log.read { try Explainer.explain(id, reader: $0, context: Explainer.Context(now: now)) }
+    }
+
     package func forEachEvent(from: UInt64, to: UInt64, _ body: (RecordedEvent) throws -> Bool) throws {
         try log.forEachEvent(from: from, to: to, body)
     }

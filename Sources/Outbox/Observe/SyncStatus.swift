@@ -20,6 +20,10 @@ public struct SyncStatus: Hashable, Sendable {
     public var rejectedCount = 0
     /// The current user's writes blocked until something outside the queue changes.
     public var blockedCount = 0
+    /// The user's pending writes that wait, directly or through others, behind a dead or blocked write:
+    /// no pass sends them until that write is released, withdrawn or discarded (`queue.explain(_:)`
+    /// says which). They are among `pendingCount`.
+    public var heldBehindDeadOrBlockedCount = 0
     /// Whether a pass is running now.
     public var isSyncing = false
     /// When a pass last left the user's queue empty (memory only).
@@ -64,6 +68,10 @@ public enum OutboxEvent: Hashable, Sendable {
     case batchAborted([WriteID])
     /// A write is blocked until something outside the queue changes.
     case blocked(WriteID, BlockedReason)
+    /// A pending write started waiting behind `holder`, a dead or blocked write (directly or through
+    /// other pending writes): it goes once `holder` is released, withdrawn or discarded. Sent once a
+    /// write, after the events of the commit that made it wait.
+    case waitingBehind(WriteID, holder: WriteID)
     /// A pass stopped on a failure.
     case passStopped(PassFailure)
     /// The report of a pass the library ran by itself (after an enqueue, when the network came back,
@@ -132,6 +140,7 @@ extension SyncStatus: CustomStringConvertible {
     /// and the last failure. Never a server's text or a token.
     public var description: String {
         var text = "network \(network.rawValue), pending \(pendingCount), rejected \(rejectedCount), blocked \(blockedCount)"
+        if heldBehindDeadOrBlockedCount > 0 { text += ", held behind dead or blocked \(heldBehindDeadOrBlockedCount)" }
         if isSyncing { text += ", syncing" }
         if let lastSyncedAt { text += ", last synced \(lastSyncedAt)" }
         if let lastSyncError { text += ", last failure \(lastSyncError)" }

@@ -174,7 +174,10 @@ struct Pass: Sendable {
         report.stoppedBy = progress.stoppedBy
         report.retryAfter = progress.stoppedBy?.retryAfter
         let planner = Planner(user: user, table: table, batchSize: batchSize, done: [])
-        (report.heldCount, report.heldBehindOtherTablesCount) = try log.read { try planner.heldCounts($0) }
+        (report.heldCount, report.heldBehindOtherTablesCount, report.heldBehindDeadOrBlockedCount) = try log.read {
+            let (held, behindOtherTables) = try planner.heldCounts($0)
+            return (held, behindOtherTables, try Explainer.heldBehindDeadOrBlocked(user: user, reader: $0))
+        }
         report.remainingCount = try remaining()
         return report
     }

@@ -68,6 +68,10 @@ public struct SyncReport: Hashable, Sendable {
     public var blockedCount = 0
     /// Writes in this call's scope still waiting on a dependency when it returned.
     public var heldCount = 0
+    /// Of the user's pending writes when the call returned, those waiting (directly or through others)
+    /// behind a dead or blocked write: no pass sends them until that write is released, withdrawn or
+    /// discarded.
+    public var heldBehindDeadOrBlockedCount = 0
     /// With a table: that table's writes held behind an earlier pending write of another table.
     public var heldBehindOtherTablesCount = 0
     /// The user's writes still pending when the call returned, whatever the table.
@@ -129,6 +133,7 @@ extension SyncReport {
             "syncedCount": .int(Int64(syncedCount)), "alreadyOnServerCount": .int(Int64(alreadyOnServerCount)),
             "rejectedCount": .int(Int64(rejectedCount)), "blockedCount": .int(Int64(blockedCount)),
             "heldCount": .int(Int64(heldCount)), "heldBehindOtherTablesCount": .int(Int64(heldBehindOtherTablesCount)),
+            "heldBehindDeadOrBlockedCount": .int(Int64(heldBehindDeadOrBlockedCount)),
             "remainingCount": .int(Int64(remainingCount)), "rejected": .array(rejected.map { name($0.id) }),
             "stoppedBy": stoppedBy?.reportJSON ?? .null, "retryAfter": retryAfter.map { .double($0) } ?? .null,
             "verdicts": .array(
@@ -162,6 +167,7 @@ extension SyncReport: CustomStringConvertible {
             "synced \(syncedCount) (\(alreadyOnServerCount) already on the server), rejected \(rejectedCount), "
             + "blocked \(blockedCount), held \(heldCount), remaining \(remainingCount)"
         if heldBehindOtherTablesCount > 0 { text += ", held behind other tables \(heldBehindOtherTablesCount)" }
+        if heldBehindDeadOrBlockedCount > 0 { text += ", held behind dead or blocked \(heldBehindDeadOrBlockedCount)" }
         if let stoppedBy { text += "; stopped by \(stoppedBy)" }
         return text
     }

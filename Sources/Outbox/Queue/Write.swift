@@ -81,6 +81,15 @@ public struct Write: Hashable, Sendable {
         }
         guard case .object(let fields) = body else { throw OutboxError.invalid("the body must be a JSON object") }
         if operation == .delete, !fields.isEmpty { throw OutboxError.invalid("a delete carries no body") }
+        // The row is the key merged with the body: a column the two give different values is a mistake
+        // (a key typed by hand beside a model), never a row to guess at.
+        for (column, value) in members.sorted(by: { $0.key < $1.key }) {
+            if let other = fields[column], !Self.same(value, other) {
+                throw OutboxError.invalid(
+                    "the key and the body give column \(column) different values; to change a row's key, delete it and insert the new one"
+                )
+            }
+        }
         guard key.isFinite, body.isFinite else { throw OutboxError.invalid("a number in the key or body is not finite") }
         guard dependsOn.count <= Self.maxDependencies else {
             throw OutboxError.invalid("dependsOn names \(dependsOn.count) writes; a write names at most \(Self.maxDependencies)")
@@ -90,6 +99,36 @@ public struct Write: Hashable, Sendable {
             throw OutboxError.invalid(
                 "the key and body are \(size) bytes of JSON; a write holds at most \(Self.maxJSONBytes) (8 MiB)")
         }
+    }
+
+    /// Equal JSON values, numbers compared by value (`1` and `1.0`).
+    private static func same(_ a: JSONValue, _ b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.int(let x), .double(let y)), (.double(let y), .int(let x)): return Double(x) == y && Int64(exactly: y) == x
+        default: return a == b
+        }
+    }
+
+    /// This write, its key taken from `columns` of its body when it was made without one (a write made
+    /// from a model). A model without one of the columns, or a table whose key columns nobody knows, is
+    /// `invalidWrite`.
+    func keyedFromBody(columns: [String]?) throws -> Write {
+        guard key == [:] else { return self }
+        guard let columns, !columns.isEmpty else {
+            throw OutboxError.invalid(
+                "the write to \(table) has no key, and the transport does not know the table's key columns: pass key:")
+        }
+        guard case .object(let fields) = body else { throw OutboxError.invalid("the body must be a JSON object") }
+        var key: [String: JSONValue] = [:]
+        for column in columns {
+            guard let value = fields[column], value != .null else {
+                throw OutboxError.invalid("the model written to \(table) has no \(column), a key column of the table")
+            }
+            key[column] = value
+        }
+        var keyed = self
+        keyed.key = .object(key)
+        return keyed
     }
 
     /// C0 and C1 controls, DEL, and the bidirectional embeddings, overrides and isolates: what
@@ -174,6 +213,33 @@ extension Write {
     ) throws -> Write {
         update(
             table, key: JSONValue(object: key), set: try object(model, encoder), baseVersion: baseVersion, dependsOn: dependsOn)
+    }
+
+    /// An insert of an `Encodable` model whose key is in the model: at enqueue, the key is the model's
+    /// members named by the transport's key columns of the table (`keyColumns(of:)`, PostgREST's
+    /// `tables:`): `try .insert(into: "todos", encoding: todo)`. Throws `invalidWrite` when it does not
+    /// encode as an object; `enqueue` throws it when the model lacks a key column or the transport does
+    /// not know them.
+    public static func insert(
+        into table: String, encoding model: some Encodable, with encoder: JSONEncoder = JSONEncoder(), dependsOn: [WriteID] = []
+    ) throws -> Write {
+        insert(into: table, key: [:], body: try object(model, encoder), dependsOn: dependsOn)
+    }
+
+    /// An upsert of a model whose key is in the model; see `insert(into:encoding:with:dependsOn:)`.
+    public static func upsert(
+        into table: String, encoding model: some Encodable, with encoder: JSONEncoder = JSONEncoder(), dependsOn: [WriteID] = []
+    ) throws -> Write {
+        upsert(into: table, key: [:], body: try object(model, encoder), dependsOn: dependsOn)
+    }
+
+    /// An update setting what a model encodes, its key in the model (the key columns are set to the
+    /// values they hold); see `insert(into:encoding:with:dependsOn:)`.
+    public static func update(
+        _ table: String, encoding model: some Encodable, with encoder: JSONEncoder = JSONEncoder(), baseVersion: Int64? = nil,
+        dependsOn: [WriteID] = []
+    ) throws -> Write {
+        update(table, key: [:], set: try object(model, encoder), baseVersion: baseVersion, dependsOn: dependsOn)
     }
 
     private static func object(_ model: some Encodable, _ encoder: JSONEncoder) throws -> JSONValue {
