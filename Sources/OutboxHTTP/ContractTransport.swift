@@ -28,7 +28,7 @@ public struct ContractTransport: OutboxTransport {
 
     /// The instance's base URL.
     public var url: URL { server.url }
-    private let server: PostgRESTServer
+    let server: PostgRESTServer
 
     /// - Parameters:
     ///   - url: the server (a Supabase project's URL, or PostgREST's).

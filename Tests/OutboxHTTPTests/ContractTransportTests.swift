@@ -99,6 +99,15 @@ struct ContractTransportTests {
                     }
                     #expect(held["body"] == ["title": "Rye"] && held["baseVersion"] == 2 && held["fields"] == ["title"])
                     #expect(try await readSibling(as: "bob") == .null)
+                    // The same through the transport, as a typed value (issue 27, item 4).
+                    struct Title: Decodable { var title: String }
+                    let contract = try ContractTransport(url: instance.url, apiKey: instance.apiKey)
+                    let typed = try #require(try await contract.sibling(sibling, accessToken: try await instance.token("alice")))
+                    #expect(typed.id == sibling && typed.table == "todos" && typed.key == ["id": 1] && typed.operation == .update)
+                    #expect(try typed.body(as: Title.self).title == "Rye")
+                    #expect(typed.baseVersion == 2 && typed.serverVersion == 3 && typed.fields == ["title"] && !typed.deleted)
+                    #expect(typed.writeId == laptopWrites[1].id && typed.createdAt != nil)
+                    #expect(try await contract.sibling(sibling, accessToken: try await instance.token("bob")) == nil)
 
                     // A lost acknowledgement: applied once, answered again as replayed.
                     try await phone.enqueue(.insert(into: "todos", key: ["id": 4], body: ["title": "Bread"]))
