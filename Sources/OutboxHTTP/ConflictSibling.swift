@@ -6,15 +6,17 @@ public import Outbox
 public struct ConflictSibling: Hashable, Sendable {
     /// The sibling's id, the write's `siblingId`.
     public var id: String
-    /// The table and key of the row it was written to.
+    /// The table of the row it was written to.
     public var table: String
+    /// The key of the row it was written to.
     public var key: JSONValue
     /// What the write did: insert, update, upsert, delete or a custom mutation.
     public var operation: WriteOperation
     /// The fields it carried.
     public var body: JSONValue
-    /// The row version it was made on, and the row's version when it came.
+    /// The row version it was made on.
     public var baseVersion: Int64?
+    /// The row's version when it came.
     public var serverVersion: Int64?
     /// The fields changed since its base, to other values: what it conflicted on.
     public var fields: [String]
