@@ -425,9 +425,11 @@ package enum Commands {
         let path = try args.positionals("log")[0]
         // A log that cannot be opened is unreadable (exit 2); a problem found inside it is exit 1.
         let inspector = try LogInspector(path: path)
+        let progress = ProgressLine("verify", total: try? inspector.lastSequence(), json: false)
         let report: VerifyReport
         do {
-            report = try inspector.verify()
+            defer { progress.finish() }
+            report = try inspector.verify { progress.update($0, unit: "events") }
         } catch let error as OutboxError where error.code == .damaged {
             say(error.message)
             return .notSo
@@ -452,7 +454,10 @@ package enum Commands {
         guard until >= 1 else { throw UsageError(message: "--until takes a sequence number from 1") }
         guard until <= last else { throw UsageError(message: "--until \(until) is past the last event (\(last))") }
         // Printed as it is read (two passes: the pending writes, then every write), never held whole.
-        try inspector.withState(asOf: until) { state in
+        let progress = ProgressLine("replay", total: until, json: args.flag("json"))
+        let showProgress: (UInt64) -> Void = { progress.update($0, unit: "events") }
+        try inspector.withState(asOf: until, progress: showProgress) { state in
+            progress.finish()
             var pending: [UInt64] = []
             var count = 0
             try state.forEachWrite { write in

@@ -49,7 +49,11 @@ extension Commands {
         let client = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
         defer { client.close() }
         try await client.settleSession(user: user, accessToken: token)
+        let progress = SyncProgress(
+            ProgressLine("sync", total: UInt64(client.syncStatus.value.pendingCount), json: args.flag("json")))
+        client.listen { progress.note($0) }
         let report = try await client.sync(table: args.option("table"))
+        progress.finish()
         if report.stoppedBy?.kind == .busy {
             let holder = SyncLock.holder(logPath: path).map { " by \($0)" } ?? " by another process"
             printError("outbox sync: \(path) is being synced\(holder): nothing sent; try again when that pass ends")
@@ -78,4 +82,30 @@ extension Commands {
         }
         return report.stoppedBy != nil && report.remainingCount > 0 ? .notSo : .success
     }
+}
+
+/// The verdicts of a running `outbox sync`, counted from the client's events and shown as they come.
+private final class SyncProgress: @unchecked Sendable {
+    // @unchecked Sendable: every use goes through `lock`.
+    private let lock = NSLock()
+    private let line: ProgressLine
+    private var answered: UInt64 = 0
+    private var refused: UInt64 = 0
+    private var blocked: UInt64 = 0
+
+    init(_ line: ProgressLine) { self.line = line }
+
+    func note(_ event: OutboxEvent) {
+        lock.withLock {
+            switch event {
+            case .accepted, .columnOverwritten, .conflicted: answered += 1
+            case .mutationRejected, .deadLetter: refused += 1
+            case .blocked: blocked += 1
+            default: return
+            }
+            line.update(answered + refused + blocked, unit: "writes", detail: ", \(refused) refused, \(blocked) blocked")
+        }
+    }
+
+    func finish() { lock.withLock { line.finish() } }
 }

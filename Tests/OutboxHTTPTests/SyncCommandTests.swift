@@ -70,6 +70,26 @@ struct SyncCommandTests {
         }
     }
 
+    // Issue 27: on a terminal, a sync shows how far it got on standard error; in a pipe (above), nothing.
+    @Test func syncShowsProgressOnATerminal() async throws {
+        try await Instance.with { instance in
+            try await withTemporaryLog { log in
+                for id in 1...3 { try await Self.enqueue(log, id, title: "t\(id)") }
+                let environment = ["OUTBOX_ACCESS_TOKEN": try await instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
+                let command = [Self.binary.path, "sync", log, "--url", instance.url.absoluteString].joined(separator: " ")
+                let child = try ChildProcess(
+                    URL(fileURLWithPath: "/usr/bin/script"), ["-qec", command, "/dev/null"],
+                    environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, errors: .apart(.capture))
+                let ended = await child.ended()
+                #expect(ended.status == 0, "\(ended.text) \(ended.errorText)")
+                #expect(
+                    ended.text.contains("\rsync: 1 of 3 writes (33 %), 0 refused, 0 blocked"), "\(ended.text.debugDescription)")
+                #expect(ended.text.contains("synced 3 (0 already on the server)"), "\(ended.text.debugDescription)")
+                #expect(!ended.text.contains(environment["OUTBOX_ACCESS_TOKEN"]!))
+            }
+        }
+    }
+
     // Issue 15: the client killed at random moments during a drain, restarted, drained again; checked
     // from the database's own record: lost = duplicated = reordered = 0.
     @Test func clientsKilledDuringADrainLoseAndRepeatNothing() async throws {

@@ -27,12 +27,14 @@ package final class LogInspector: Sendable {
         try log.forEachEvent(from: from, to: to, body)
     }
 
-    package func verify() throws -> VerifyReport { try log.verify() }
+    package func verify(progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport { try log.verify(progress: progress) }
 
     package func state(asOf sequence: UInt64) throws -> QueueSnapshot { try log.state(asOf: sequence) }
 
-    package func withState<R>(asOf sequence: UInt64, _ body: (PastState) throws -> R) throws -> R {
-        try log.withState(asOf: sequence, body)
+    package func withState<R>(
+        asOf sequence: UInt64, progress: ((UInt64) -> Void)? = nil, _ body: (PastState) throws -> R
+    ) throws -> R {
+        try log.withState(asOf: sequence, progress: progress, body)
     }
 
     /// Calls `body` with each write the queue holds, in id order; only `user`'s when given.

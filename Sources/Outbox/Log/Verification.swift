@@ -17,12 +17,16 @@ public struct VerifyReport: Hashable, Sendable, CustomStringConvertible {
 extension EventLog {
     /// Re-reads every event (checksums, no gaps from 1), folds them into fresh projections in memory,
     /// and compares those with the stored ones byte for byte. Writes nothing.
-    package func verify() throws -> VerifyReport {
+    /// `progress` is told how many events are folded so far, every `progressStep` events.
+    package func verify(progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport {
         // One read transaction for the fold and the comparison: a commit in between would look like a difference.
-        try storageErrors(path: path) { try environment.read { txn in try verify(in: txn.unsafeAccess) } }
+        try storageErrors(path: path) { try environment.read { txn in try verify(in: txn.unsafeAccess, progress: progress) } }
     }
 
-    private func verify(in access: ReadAccess) throws -> VerifyReport {
+    /// How many events a fold reads between two calls of its progress callback.
+    static let progressStep: UInt64 = 4096
+
+    private func verify(in access: ReadAccess, progress: ((UInt64) -> Void)?) throws -> VerifyReport {
         let path = self.path
         var fresh = MemoryProjections()
         var expected: UInt64 = 1
@@ -33,6 +37,7 @@ extension EventLog {
                 try projector.apply(event)
                 expected += 1
                 count += 1
+                if let progress, UInt64(count) % Self.progressStep == 0 { progress(UInt64(count)) }
                 return true
             }
             if count > 0 { try projector.markApplied(expected - 1) }
@@ -88,12 +93,18 @@ extension EventLog {
 
     /// The state just after event `sequence`, handed to `body` to read while the fold lasts: the
     /// tools print its writes one at a time instead of holding them all rendered.
-    package func withState<R>(asOf sequence: UInt64, _ body: (PastState) throws -> R) throws -> R {
+    /// `progress` is told how many events are folded so far, every `progressStep` events.
+    package func withState<R>(
+        asOf sequence: UInt64, progress: ((UInt64) -> Void)? = nil, _ body: (PastState) throws -> R
+    ) throws -> R {
         var projector = Projector(store: MemoryProjections())
         var last: UInt64 = 0
+        var count: UInt64 = 0
         try forEachEvent(to: sequence) { event in
             try projector.apply(event)
             last = event.sequence
+            count += 1
+            if let progress, count % Self.progressStep == 0 { progress(count) }
             return true
         }
         let memory = projector.store
