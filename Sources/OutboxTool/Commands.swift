@@ -54,6 +54,7 @@ package enum Commands {
           queue   <log> [--user U] [--json]             the writes the queue holds, in id order
           history <log> <write-id> [--json]             one write's timeline, event by event
           why     <log> <write-id> [--json]             what holds one write now, and what would free it
+          report  <log> [--html FILE]                   the log at a glance; --html: one self-contained page
           log     <log> [--from SEQ] [--to SEQ] [--json]
                                                        the events; --json: one JSON object per line
           verify  <log>                                 "ok" (exit 0), or the first problem (exit 1)
@@ -77,7 +78,8 @@ package enum Commands {
     /// The commands that only read a log, and open it read-only (R8.6), with the options (taking a
     /// value) and flags each takes.
     static let readOnlyGrammar: [String: (options: Set<String>, flags: Set<String>)] = [
-        "queue": (["user"], ["json"]), "history": ([], ["json"]), "why": ([], ["json"]), "log": (["from", "to"], ["json"]),
+        "queue": (["user"], ["json"]), "history": ([], ["json"]), "why": ([], ["json"]), "report": (["html"], []),
+        "log": (["from", "to"], ["json"]),
         "verify": ([], []),
         "replay": (["until"], ["json", "check-decisions"]),
     ]
@@ -125,6 +127,16 @@ package enum Commands {
         a Retry-After, the session's user), then the calls that would free it. Never the server's text.
         --json prints it as one JSON object (Specs/json-fields.md). Exit 1 when the queue does not hold
         the write (see 'outbox history' for one that left it).
+        """,
+        "report": """
+        usage: outbox report <log> [--html FILE]
+
+        The log at a glance: its events, what the queue holds by state, its passes and how the last one
+        ended. With --html, writes FILE: one self-contained HTML page (no network, no outside script):
+        a timeline of the passes (requests, answers, refusals, failures, what stopped them), the pending
+        writes over time, and the writes the queue holds by state, each with its history a click away,
+        with a search box for an id, a key, a table or a state. The page shows the server's messages in
+        the histories (it is an audit view): share it as you would the log.
         """,
         "log": """
         usage: outbox log <log> [--from SEQ] [--to SEQ] [--json]
@@ -267,6 +279,7 @@ package enum Commands {
             case "queue": return try queue(rest)
             case "history": return try history(rest)
             case "why": return try why(rest)
+            case "report": return try report(rest)
             case "log": return try log(rest)
             case "verify": return try verify(rest)
             case "scenario": return try await scenario(rest)
@@ -403,6 +416,27 @@ package enum Commands {
             return .notSo
         }
         say(args.flag("json") ? JSONText.render(explanation.json) : explanation.description)
+        return .success
+    }
+
+    static func report(_ words: [String]) throws -> Exit {
+        let args = try readOnlyArguments("report", words)
+        let path = try args.positionals("log")[0]
+        let inspector = try LogInspector(path: path)
+        let progress = ProgressLine("report", total: try? inspector.lastSequence(), json: false)
+        let report = try LogReport(path: path, inspector: inspector, progress: progress)
+        progress.finish()
+        guard let file = args.option("html") else {
+            say(report.summary)
+            return .success
+        }
+        do {
+            try Data(HTMLReport.page(report).utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+        } catch {
+            printError("outbox report: \(file): the page could not be written (\(error.localizedDescription))")
+            return .failure
+        }
+        say("\(file): \(report.rows.count) writes, \(report.passes.count) passes")
         return .success
     }
 

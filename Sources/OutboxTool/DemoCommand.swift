@@ -28,7 +28,7 @@ extension Commands {
         let list = try await outbox.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
         try await outbox.enqueue(.update("todos", key: ["id": 1], set: ["done": true], baseVersion: 1))
         let empty = try await outbox.enqueue(.insert(into: "todos", key: ["id": 3], body: ["title": "", "done": false]))
-        try await outbox.enqueue(
+        let archive = try await outbox.enqueue(
             .custom("archive_list", table: "lists", key: ["id": 7], body: ["reason": "done"], dependsOn: [empty]))
         try await outbox.enqueue(.insert(into: "todos", key: ["id": 4], body: ["title": "Water the plants", "done": false]))
         try showQueue(outbox)
@@ -52,6 +52,9 @@ extension Commands {
 
         say("\n== The queue now")
         try showQueue(outbox)
+
+        say("\n== Why write \(archive) is not sent yet (queue.explain; `outbox why` for a log from a device)")
+        say("  " + (try await outbox.queue.explain(archive)).description)
 
         say("\n== History of the refused write \(empty), as `outbox history` shows it (the audit view keeps the server's text)")
         for event in try await outbox.history(of: empty) { say("  " + Render.timeline(event, of: empty)) }
@@ -77,11 +80,9 @@ extension Commands {
         for write in writes { say("  " + Render.line(write)) }
     }
 
+    /// The report's own line (counts, and what stopped the pass), then one line a verdict.
     static func describe(_ report: SyncReport) -> String {
-        var lines = [
-            "  synced \(report.syncedCount) (already on server \(report.alreadyOnServerCount)), rejected \(report.rejectedCount), "
-                + "blocked \(report.blockedCount), held \(report.heldCount), remaining \(report.remainingCount)"
-        ]
+        var lines = ["  " + report.description]
         for verdict in report.verdicts {
             var line = "    write \(verdict.id): \(verdict.kind.rawValue)"
             if let reason = verdict.blockedReason { line += " (\(reason.rawValue))" }
@@ -89,18 +90,8 @@ extension Commands {
             if verdict.replayed { line += ", replayed" }
             lines.append(line)
         }
-        if let stopped = report.stoppedBy {
-            lines.append(
-                "    stopped by: \(stopped.kind.rawValue)" + (stopped.status.map { " \($0)" } ?? "")
-                    + (stopped.code.map { " \($0)" } ?? "")
-                    + (report.retryAfter.map { ", retry after \($0) s" } ?? ""))
-        }
         return lines.joined(separator: "\n")
     }
 
-    static func describe(_ status: SyncStatus) -> String {
-        "  network \(status.network.rawValue), pending \(status.pendingCount), rejected \(status.rejectedCount), blocked \(status.blockedCount), "
-            + "syncing \(status.isSyncing)"
-            + (status.lastSyncError.map { ", last error \($0.kind.rawValue) \($0.status.map(String.init) ?? "")" } ?? "")
-    }
+    static func describe(_ status: SyncStatus) -> String { "  " + status.description }
 }

@@ -64,7 +64,7 @@ import Testing
             let log = folder + "/demo"
             let run = try outbox("demo", "--keep", log)
             #expect(run.status == 0, "\(run.stderr)")
-            #expect(run.stdout.contains("stopped by: http 503"))
+            #expect(run.stdout.contains("stopped by http 503"))
             #expect(run.stdout.contains("refused, refusals 1"))
             #expect(run.stdout.contains("verify: ok"))
             let check = try outbox("replay", log, "--check-decisions")

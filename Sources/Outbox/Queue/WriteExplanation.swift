@@ -104,9 +104,12 @@ extension WriteExplanation: CustomStringConvertible {
             text += ", which "
         }
         text += hold == .answered ? "is \(state.name), answered and waiting to be taken" : hold.predicate
+        // The holder is named the first time a remedy acts on it, "it" after.
+        var named = behind.isEmpty
         for (position, remedy) in remedies.enumerated() {
             text += position == 0 ? ": " : " or "
-            text += remedy.words(position == 0 && !behind.isEmpty ? "write \(holder)" : "it")
+            text += remedy.words(named ? "it" : "write \(holder)")
+            if remedy.actsOnTheWrite { named = true }
         }
         return text
     }
@@ -181,6 +184,9 @@ extension WriteExplanation.Hold {
 }
 
 extension WriteExplanation.Remedy {
+    /// Whether the words name the write (`release write 12`).
+    var actsOnTheWrite: Bool { self == .release || self == .discard || self == .withdraw }
+
     func words(_ target: String) -> String {
         switch self {
         case .sync: return "sync"
