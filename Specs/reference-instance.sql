@@ -1,4 +1,5 @@
--- The outbox's reference instance: the server side of the outbox contract (Specs/contract.md, version 1)
+-- The outbox's reference instance: the server side of the outbox contract (Specs/contract.md, versions 1
+-- and 2)
 -- as SQL inside PostgreSQL 15 or later (PL/pgSQL, no extension). One command installs it into a
 -- database (again and again: it replaces its functions and keeps its data):
 --
@@ -19,6 +20,12 @@
 --   A write sent again, under its key or under a fresh one after a release, gets its first answer,
 --   marked replayed; a key sent with another write is blocked key_spent. Refusals are not kept as
 --   answers: a refused write is judged again when it is resent (its parent row may have arrived).
+-- * Bounded (version 2). A batch carries its origin's acknowledged watermark: every write of that
+--   origin at or below it has its answer durably in the client's log and is never sent again. The
+--   push that carries it drops the caller's keys and answers of that origin at or below it, in its
+--   own transaction (`outbox.watermarks` keeps the highest), so what is kept per origin is bounded by
+--   the writes in flight. A write sent again at or below it is a broken contract (the answer
+--   `below_watermark`), never a second apply.
 -- * Versions. A registered row has `version` (1 when created, +1 for each applied write) and
 --   `field_versions` (each column → the version that last changed it; "*" → the version this
 --   incarnation of the row began at). A write based on an older version is merged when the fields it
@@ -81,6 +88,18 @@ create table if not exists outbox.answers (
   answer jsonb not null,
   answered_at timestamptz not null default now(),
   primary key (origin, write_id)
+);
+
+-- Who sent which write: the range a watermark prunes.
+create index if not exists keys_by_write on outbox.keys (origin, owner, write_id);
+
+-- Each (origin, caller)'s acknowledged watermark (version 2): their keys and answers at or below it
+-- are gone, and a write at or below it is never applied.
+create table if not exists outbox.watermarks (
+  origin text not null,
+  owner text not null,
+  watermark bigint not null,
+  primary key (origin, owner)
 );
 
 create table if not exists outbox.siblings (
@@ -517,13 +536,19 @@ begin
 end
 $$;
 
--- POST /rpc/outbox_push {"batch": {"version": 1, "origin": …, "atomic": false, "writes": […]}}
+-- POST /rpc/outbox_push {"batch": {"version": 2, "origin": …, "watermark": …, "atomic": false, "writes": […]}}
+-- (version 1: no watermark, nothing forgotten)
 create or replace function public.outbox_push(batch jsonb) returns jsonb language plpgsql security definer
 set search_path = pg_catalog, pg_temp as $$
 declare
   caller text := outbox.caller();
   origin text := batch ->> 'origin';
   writes jsonb := batch -> 'writes';
+  batch_version int;
+  this_origin text := batch ->> 'origin';
+  acknowledged bigint;
+  kept_watermark bigint;
+  below jsonb;
   atomic boolean := coalesce((batch ->> 'atomic')::boolean, false);
   verdicts jsonb := '[]';
   verdict jsonb;
@@ -541,11 +566,35 @@ begin
   if caller is null then
     raise exception 'the outbox needs a signed-in caller' using errcode = '42501';
   end if;
-  if (batch -> 'version') is distinct from '1'::jsonb then
-    return jsonb_build_object('version', 1, 'error', 'version_unsupported', 'versions', jsonb_build_array(1));
+  if (batch -> 'version') is distinct from '1'::jsonb and (batch -> 'version') is distinct from '2'::jsonb then
+    return jsonb_build_object('version', 2, 'error', 'version_unsupported', 'versions', jsonb_build_array(1, 2));
   end if;
+  batch_version := (batch ->> 'version')::int;
   if origin is null or jsonb_typeof(writes) is distinct from 'array' then
     raise exception 'a batch needs an origin and a list of writes' using errcode = 'PT400';
+  end if;
+  if batch_version = 2 then
+    if batch ? 'watermark' and jsonb_typeof(batch -> 'watermark') is distinct from 'number' then
+      raise exception 'a watermark is a write id' using errcode = 'PT400';
+    end if;
+    acknowledged := (batch ->> 'watermark')::bigint;
+    -- A write whose answer this instance may have forgotten is never applied again.
+    select w.watermark into kept_watermark from outbox.watermarks w
+      where w.origin = this_origin and w.owner = caller;
+    below := (select jsonb_agg(w -> 'id') from jsonb_array_elements(writes) w
+               where jsonb_typeof(w -> 'id') = 'number' and (w ->> 'id')::bigint <= kept_watermark);
+    if below is not null then
+      return jsonb_build_object('version', 2, 'error', 'below_watermark', 'watermark', kept_watermark,
+                                'writes', below);
+    end if;
+    -- Forgotten in this push's transaction: a failure that rolls the push back keeps them.
+    if acknowledged > coalesce(kept_watermark, 0) then
+      delete from outbox.answers a where a.origin = this_origin and a.owner = caller and a.write_id <= acknowledged;
+      delete from outbox.keys k where k.origin = this_origin and k.owner = caller and k.write_id <= acknowledged;
+      insert into outbox.watermarks (origin, owner, watermark) values (this_origin, caller, acknowledged)
+        on conflict on constraint watermarks_pkey
+        do update set watermark = greatest(outbox.watermarks.watermark, excluded.watermark);
+    end if;
   end if;
   if not atomic and jsonb_array_length(writes) > 64 then
     raise exception 'a non-atomic batch holds at most 64 writes' using errcode = 'PT413';
@@ -585,7 +634,7 @@ begin
       end if;
       verdicts := verdicts || jsonb_build_array(verdict);
     end loop;
-    return jsonb_build_object('version', 1, 'verdicts', verdicts, 'aborted', false);
+    return jsonb_build_object('version', batch_version, 'verdicts', verdicts, 'aborted', false);
   end if;
 
   -- Atomic: all or none. The first write not applied aborts the whole batch, keys included.
@@ -614,9 +663,9 @@ begin
         outbox.refused(409, 'batch_aborted', format('write %s of the atomic batch was not applied', failed_index))
         || jsonb_build_object('id', writes -> i -> 'id', 'replayed', false) end);
     end loop;
-    return jsonb_build_object('version', 1, 'verdicts', verdicts, 'aborted', true, 'failedIndex', failed_index);
+    return jsonb_build_object('version', batch_version, 'verdicts', verdicts, 'aborted', true, 'failedIndex', failed_index);
   end;
-  return jsonb_build_object('version', 1, 'verdicts', verdicts, 'aborted', false);
+  return jsonb_build_object('version', batch_version, 'verdicts', verdicts, 'aborted', false);
 end
 $$;
 

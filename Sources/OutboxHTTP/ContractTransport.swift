@@ -1,11 +1,12 @@
 public import Foundation
 public import Outbox
+internal import Synchronization
 
 #if canImport(FoundationNetworking)
     internal import FoundationNetworking
 #endif
 
-/// Speaks the outbox's own wire contract (version 1) to a reference instance: SQL inside PostgreSQL
+/// Speaks the outbox's own wire contract (version 2, or 1 to an instance that speaks only that) to a reference instance: SQL inside PostgreSQL
 /// behind PostgREST or Supabase's Data API, which answers every verdict (accepted, merged field by
 /// field, conflicted with a sibling, refused, blocked) and applies each write exactly once.
 ///
@@ -17,14 +18,23 @@ public import Outbox
 /// A batch is one request, `POST /rpc/outbox_push`, applied in order in one transaction (an atomic
 /// group all or none, across tables); `withdraw` reads the row through `POST /rpc/outbox_row`. Keys
 /// and bodies go as the canonical JSON bytes queued, so a resend is the same write byte for byte.
-/// The transport maps answers; the library decides what they mean, as for every transport.
+/// The transport maps answers; the library decides what they mean, as for every transport. Each batch
+/// carries the log's acknowledged watermark (version 2), and the instance forgets the keys and answers
+/// at or below it: what it keeps per device is bounded by the writes in flight.
 public struct ContractTransport: OutboxTransport {
     /// Why a transport could not be made.
     public typealias ConfigurationError = TransportConfigurationError
 
     /// The version of the contract this transport speaks, in every request; an answer of another
     /// version is a broken contract (the pass stops, nothing is charged).
-    public static let contractVersion = 1
+    public static let contractVersion = 2
+
+    /// The versions it speaks: to an instance that answers `version_unsupported` with only version 1,
+    /// it speaks 1 from then on (no watermark: the instance keeps every answer, as before).
+    public static let contractVersions = [1, 2]
+
+    /// The version this transport speaks to its instance now.
+    private let speaking = SpokenVersion()
 
     /// The instance's base URL.
     public var url: URL { server.url }
@@ -50,6 +60,8 @@ public struct ContractTransport: OutboxTransport {
 
     // MARK: - OutboxTransport
 
+    public var prunesByWatermark: Bool { true }
+
     public func unmadeReason(for write: OutgoingWrite) -> String? {
         guard write.keyIsObject else { return "the key is not an object" }
         guard write.bodyIsObject else { return "the body is not an object" }
@@ -57,11 +69,12 @@ public struct ContractTransport: OutboxTransport {
     }
 
     public func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        let version = speaking.value.load(ordering: .relaxed)
         let request: HTTPRequest
         do {
             request = HTTPRequest(
                 method: "POST", url: try server.endpoint("rpc", "outbox_push"),
-                headers: server.headers(token: accessToken, writes: batch.writes), body: Self.body(of: batch))
+                headers: server.headers(token: accessToken, writes: batch.writes), body: Self.body(of: batch, version: version))
         } catch {
             return .contractBroken("the request could not be made: \(error)")
         }
@@ -72,7 +85,20 @@ public struct ContractTransport: OutboxTransport {
             return PostgRESTServer.answer(to: error)
         }
         guard (200..<300).contains(response.status) else { return .failed(PostgRESTAnswer(response).failure) }
-        return Self.answers(response.body, to: batch)
+        // An instance of version 1 applied nothing: the same request goes again in its version.
+        if version == 2, Self.speaksOnlyVersion1(response.body) {
+            speaking.value.store(1, ordering: .relaxed)
+            return await send(batch, accessToken: accessToken)
+        }
+        return Self.answers(response.body, to: batch, version: version)
+    }
+
+    /// Whether the answer is `version_unsupported` from an instance that speaks version 1 and not 2.
+    static func speaksOnlyVersion1(_ body: Data) -> Bool {
+        guard case .object(let answer)? = try? JSONText.parse(String(decoding: body, as: UTF8.self)),
+            answer["error"] == .string("version_unsupported"), case .array(let versions)? = answer["versions"]
+        else { return false }
+        return versions.contains(.int(1)) && !versions.contains(.int(2))
     }
 
     public func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
@@ -91,14 +117,16 @@ public struct ContractTransport: OutboxTransport {
 
     // MARK: - The wire
 
-    /// `{"batch": {"atomic", "origin", "version", "writes": [...]}}`, each write's key and body the
-    /// bytes it was queued with.
-    static func body(of batch: OutgoingBatch) -> Data {
+    /// `{"batch": {"atomic", "origin", "version", "watermark", "writes": [...]}}`, each write's key and
+    /// body the bytes it was queued with; the watermark in version 2, when the batch has one.
+    static func body(of batch: OutgoingBatch, version: Int = contractVersion) -> Data {
         var out = Data()
         func text(_ string: String) { out.append(contentsOf: Array(string.utf8)) }
         let origin = batch.writes.first?.origin.description ?? ""
         text("{\"batch\":{\"atomic\":\(batch.isAtomic),\"origin\":\(JSONText.render(.string(origin)))")
-        text(",\"version\":\(contractVersion),\"writes\":[")
+        text(",\"version\":\(version)")
+        if version >= 2, let watermark = batch.acknowledgedWatermark { text(",\"watermark\":\(watermark.rawValue)") }
+        text(",\"writes\":[")
         for (index, write) in batch.writes.enumerated() {
             if index > 0 { text(",") }
             text("{")
@@ -121,12 +149,15 @@ public struct ContractTransport: OutboxTransport {
     }
 
     /// One answer per write, in order, each naming its write; anything else breaks the contract.
-    static func answers(_ body: Data, to batch: OutgoingBatch) -> RequestAnswer {
+    static func answers(_ body: Data, to batch: OutgoingBatch, version: Int = contractVersion) -> RequestAnswer {
         guard case .object(let answer)? = try? JSONText.parse(String(decoding: body, as: UTF8.self)) else {
             return .contractBroken("the answer is not a JSON object")
         }
-        guard answer["version"] == .int(Int64(contractVersion)) else {
-            return .contractBroken("the answer is not of contract version \(contractVersion)")
+        guard answer["version"] == .int(Int64(version)) else {
+            return .contractBroken("the answer is not of contract version \(version)")
+        }
+        if answer["error"] == .string("below_watermark") {
+            return .contractBroken("the instance refused a write sent again at or below the acknowledged watermark")
         }
         if case .string(let error)? = answer["error"] {
             return .contractBroken("the instance refused the request as a whole: \(Refusal.cut(error))")
@@ -198,4 +229,9 @@ extension WriteVerdict {
         guard case .failed(let status, let code, let text) = self else { return nil }
         return RequestFailure(kind: .http, status: status, code: code, text: text, meaning: .mayPass)
     }
+}
+
+/// The contract version a transport speaks to its instance, shared by its copies.
+private final class SpokenVersion: Sendable {
+    let value = Atomic<Int>(ContractTransport.contractVersion)
 }

@@ -91,6 +91,10 @@ final class FaultyTransport: OutboxTransport {
         self.clock = clock
     }
 
+    /// The instance forgets answers at or below each batch's acknowledged watermark (R8.9): a library
+    /// that resent a write below it would meet a broken contract, which I12 records.
+    var prunesByWatermark: Bool { true }
+
     func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
         let now = clock.now()
         let appliedBefore = instance.applied.count
@@ -124,6 +128,9 @@ final class FaultyTransport: OutboxTransport {
         }
         state.withLock { state in
             state.trace.add("answer \(answer)")
+            if case .contractBroken(let why) = answer, why.contains("acknowledged watermark") {
+                state.violations.append("I12: the library sent a write again at or below its acknowledged watermark: \(why)")
+            }
             state.retryAfterBeforeLastAnswer = state.retryAfterUntil
             if case .failed(let failure) = answer, let text = failure.retryAfter,
                 let seconds = RetryAfterProbe.seconds(text, now: now), seconds > 0

@@ -7,7 +7,7 @@ internal import Synchronization
 public struct SimulationResult: Sendable {
     public let seed: UInt64
     public let steps: Int
-    /// Invariants broken (empty when the seed passed), each naming its invariant (I1 … I11).
+    /// Invariants broken (empty when the seed passed), each naming its invariant (I1 … I12).
     public let failures: [String]
     /// A hash of everything that happened: the same seed gives the same hash (I11).
     public let traceHash: UInt64
@@ -163,6 +163,7 @@ struct SimulationRun {
             autoSync: rng.chance(0.5), maxRefusals: 2 + rng.below(4), batchSize: 1 + rng.below(6), durability: .noSync)
         configuration.clock = clock
         configuration.random = random
+        configuration.powerLossIsSimulated = true
         if rng.chance(0.1) { configuration.initialMapSize = 256 << 10 }
         self.configuration = configuration
         users = (0..<(1 + rng.below(4))).map { "user\($0)" }

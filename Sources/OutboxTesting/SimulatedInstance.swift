@@ -107,6 +107,9 @@ public final class SimulatedInstance: OutboxTransport {
         var unmakeable: Set<String> = []
         var onApply: Callback<(Applied, IdempotencyKey)>?
         var keyColumns: [String: [String]] = [:]
+        /// Each origin's acknowledged watermark, and the keys kept for each write (R8.9).
+        var watermarks: [Origin: WriteID] = [:]
+        var keysOf: [Identity: [IdempotencyKey]] = [:]
     }
 
     private let state = Mutex(State())
@@ -168,6 +171,7 @@ public final class SimulatedInstance: OutboxTransport {
             let answer = WriteAnswer(.accepted)
             state.byKey[idempotencyKey] = answer
             state.byIdentity[Identity(origin: origin, id: id)] = answer
+            state.keysOf[Identity(origin: origin, id: id), default: []].append(idempotencyKey)
         }
     }
 
@@ -178,6 +182,10 @@ public final class SimulatedInstance: OutboxTransport {
     public func unmadeReason(for write: OutgoingWrite) -> String? {
         state.withLock { $0.unmakeable.contains(write.table) } ? "the transport has no mapping for table \(write.table)" : nil
     }
+
+    /// The answers the instance keeps to answer a resend once: those of the writes above their
+    /// origin's acknowledged watermark. Each batch's watermark drops the ones at or below it.
+    public var keptAnswerCount: Int { state.withLock { $0.byIdentity.count } }
 
     /// The writes applied, each once, in the order they were applied.
     public var applied: [Applied] { state.withLock { $0.applied } }
@@ -192,6 +200,10 @@ public final class SimulatedInstance: OutboxTransport {
 
     // MARK: - OutboxTransport
 
+    /// It forgets the answers at or below each batch's acknowledged watermark, as the reference
+    /// instance does, and answers a write sent again at or below one as a broken contract.
+    public var prunesByWatermark: Bool { true }
+
     public func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
         let latency = state.withLock { state -> Duration in
             state.received.append(Received(writes: batch.writes.map(\.id), accessToken: accessToken))
@@ -202,6 +214,12 @@ public final class SimulatedInstance: OutboxTransport {
         if latency > .zero, (try? await Task.sleep(for: latency)) == nil { return .failed(RequestFailure(kind: .network)) }
         var crash: Callback<Void>?
         let answer = state.withLock { state -> RequestAnswer in
+            // Never a second apply of a write whose answer the instance forgot (R8.9).
+            if let origin = batch.writes.first?.origin, let mark = state.watermarks[origin],
+                let below = batch.writes.first(where: { $0.id <= mark })
+            {
+                return .contractBroken("write \(below.id) was sent again at or below the acknowledged watermark \(mark)")
+            }
             var entry: Scripted?
             if let index = state.script.firstIndex(where: { $0 != .readFails }), state.script[index].isRequestLevel {
                 entry = state.script.remove(at: index)
@@ -267,6 +285,9 @@ public final class SimulatedInstance: OutboxTransport {
     private static func apply(_ batch: OutgoingBatch, scripted: Bool, _ state: inout State) -> [WriteAnswer] {
         var answers: [WriteAnswer] = []
         var notApplied = Set<WriteID>()
+        if let watermark = batch.acknowledgedWatermark, let origin = batch.writes.first?.origin {
+            forget(origin, through: watermark, &state)
+        }
         var toApply: [OutgoingWrite] = []
         let inBatch = Set(batch.writes.map(\.id))
         var stopped = false
@@ -316,11 +337,22 @@ public final class SimulatedInstance: OutboxTransport {
         return answers
     }
 
+    /// Drops what the instance keeps of `origin`'s writes at or below `watermark`.
+    private static func forget(_ origin: Origin, through watermark: WriteID, _ state: inout State) {
+        guard watermark > state.watermarks[origin] ?? WriteID(0) else { return }
+        state.watermarks[origin] = watermark
+        for identity in state.byIdentity.keys where identity.origin == origin && identity.id <= watermark {
+            state.byIdentity[identity] = nil
+            for key in state.keysOf.removeValue(forKey: identity) ?? [] { state.byKey[key] = nil }
+        }
+    }
+
     private static func store(_ write: OutgoingWrite, _ answer: WriteAnswer, _ state: inout State) {
         state.onApply?.call(
             (Applied(origin: write.origin, id: write.id, table: write.table, key: write.key), write.idempotencyKey))
         state.byKey[write.idempotencyKey] = answer
         state.byIdentity[Identity(origin: write.origin, id: write.id)] = answer
+        state.keysOf[Identity(origin: write.origin, id: write.id), default: []].append(write.idempotencyKey)
         state.applied.append(Applied(origin: write.origin, id: write.id, table: write.table, key: write.key))
         if case .conflicted = answer.verdict { return }
         let slot = rowKey(write.table, write.key)

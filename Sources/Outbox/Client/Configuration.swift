@@ -35,6 +35,10 @@ public struct OutboxConfiguration: Sendable {
     public var random: any RandomSource = SystemRandomSource()
     /// A crash point to arm: tests and the crash harness set it; nothing reads it from the environment.
     package var crashPlan: CrashPlan?
+    /// The simulation keeps its logs `.noSync` for speed and makes its power losses as `.full`
+    /// durability would meet them (`PowerLoss`: only a commit made without the meta sync is undone):
+    /// the pass then works the acknowledged watermark out as with `.full`.
+    package var powerLossIsSimulated = false
 
     /// The settings an app usually sets; the others keep their defaults.
     public init(

@@ -37,10 +37,16 @@ public protocol OutboxTransport: Sendable {
     /// write made from a model without a key (`.insert(into: "todos", encoding: todo)`) takes its key
     /// from these members of the model at enqueue.
     func keyColumns(of table: String) -> [String]?
+
+    /// Whether the instance forgets what it keeps for exactly-once at or below the acknowledged
+    /// watermark each batch carries (`OutgoingBatch.acknowledgedWatermark`): the contract's reference
+    /// instance does. False (the default): the library does not work the watermark out.
+    var prunesByWatermark: Bool { get }
 }
 
 extension OutboxTransport {
     public func keyColumns(of table: String) -> [String]? { nil }
+    public var prunesByWatermark: Bool { false }
     public func requestSize(for batch: OutgoingBatch) -> Int { batch.writes.count }
     public func unmadeReason(for write: OutgoingWrite) -> String? { nil }
     public func unmadeReason(forGroup group: OutgoingBatch) -> String? { nil }
@@ -124,11 +130,17 @@ public struct OutgoingBatch: Hashable, Sendable {
     public var writes: [OutgoingWrite]
     /// One atomic group: the instance applies all of it or none.
     public var isAtomic: Bool
+    /// The log's acknowledged watermark, for a transport that `prunesByWatermark`: every write of the
+    /// log at or below it has its final answer durably in the log (answered, refused for good, or taken
+    /// out), so none of them is ever sent again and the instance may forget their keys and answers.
+    /// Nil when the library gives none (another transport, or a log kept with `.noSync` durability).
+    public var acknowledgedWatermark: WriteID?
 
     /// A batch of `writes`; `isAtomic` when they must be applied all or none.
-    public init(writes: [OutgoingWrite], isAtomic: Bool = false) {
+    public init(writes: [OutgoingWrite], isAtomic: Bool = false, acknowledgedWatermark: WriteID? = nil) {
         self.writes = writes
         self.isAtomic = isAtomic
+        self.acknowledgedWatermark = acknowledgedWatermark
     }
 }
 

@@ -13,6 +13,13 @@ package final class EventLog: Sendable {
     let clock: any OutboxClock
     let random: any RandomSource
     let crashPlan: CrashPlan?
+    /// Whether commits reach the disk (`.full`: every commit's data is flushed, a pass's meta page by
+    /// the next commit) or not (`.noSync`).
+    let durability: Environment.Durability
+    /// Whether a power loss can undo only a commit made without the meta sync, as with `.full`
+    /// durability: true for `.full`, and for the simulation's `.noSync` logs.
+    var commitsAreDurableAsFull: Bool { durability == .full || powerLossIsSimulated }
+    let powerLossIsSimulated: Bool
     /// The log's and the projections' tables; projections are found by index, not by name, on the path
     /// of every put and get.
     private let tables: LogTables
@@ -36,6 +43,8 @@ package final class EventLog: Sendable {
         package var clock: any OutboxClock = SystemClock()
         package var random: any RandomSource = SystemRandomSource()
         package var crashPlan: CrashPlan?
+        /// `OutboxConfiguration.powerLossIsSimulated`.
+        package var powerLossIsSimulated = false
         package init() {}
     }
 
@@ -55,6 +64,8 @@ package final class EventLog: Sendable {
         clock = options.clock
         random = options.random
         crashPlan = options.crashPlan
+        durability = options.durability
+        powerLossIsSimulated = options.powerLossIsSimulated
         let tables = LogTables(environment)
         self.tables = tables
 

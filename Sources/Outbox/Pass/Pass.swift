@@ -44,6 +44,9 @@ struct Pass: Sendable {
         /// Whether the request planned next follows a write answered in a commit that a power loss could
         /// still undo: that commit is made durable before the request goes (R9.3, decision 013).
         var flushBeforeSend = false
+        /// The acknowledged watermark read before the last planning commit, which its request carries
+        /// (R8.9); nil when the transport does not prune by it.
+        var watermark: UInt64?
     }
 
     /// Writes of a batch still to send, planned together (its writes may follow one another).
@@ -117,8 +120,10 @@ struct Pass: Sendable {
         // MDB_NOMETASYNC), and its `attemptStarted` is committed before it is sent (R4.6). What the
         // transport says of the writes is asked between transactions (`Prepared`).
         var prepared = try prepare(lookahead(after: Progress(), sending: nil))
-        var (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared] appender in
-            var progress = Progress()
+        var first = Progress()
+        first.watermark = try acknowledgedWatermark(after: nil)
+        var (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared, first] appender in
+            var progress = first
             let step = try next(&appender, &progress, prepared)
             return (progress, step)
         }
@@ -127,13 +132,14 @@ struct Pass: Sendable {
         passing: while true {
             report.add(progress.verdicts)
             progress.verdicts = []
-            let carried = progress
+            var carried = progress
             switch step {
             case .ended:
                 break passing
             case .prepare(let lookup):
                 prepared = try prepare(lookup)
-                (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared] appender in
+                carried.watermark = try acknowledgedWatermark(after: carried.watermark)
+                (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared, carried] appender in
                     var progress = carried
                     let step = try next(&appender, &progress, prepared)
                     noteFollowers(of: step, &progress)
@@ -144,7 +150,8 @@ struct Pass: Sendable {
                 // it follows while they could be lost, or a resend of them would come after it (R9.3).
                 if progress.flushBeforeSend { try log.makeLastCommitDurable() }
                 prepared = try prepare(lookahead(after: progress, sending: sending))
-                let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic)
+                let watermark = progress.watermark.flatMap { $0 > 0 ? WriteID($0) : nil }
+                let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic, acknowledgedWatermark: watermark)
                 var answer = await transport.send(batch, accessToken: token)
                 // R7.5: a token the server calls expired or invalid is asked for once more, and the same
                 // request goes again under the same keys (from the first write it kept from being sent);
@@ -153,15 +160,17 @@ struct Pass: Sendable {
                     refreshed = true
                     if let fresh = await refreshToken(), !fresh.isEmpty {
                         token = fresh
-                        let rest = OutgoingBatch(writes: Array(batch.writes[index...]), isAtomic: batch.isAtomic)
+                        let rest = OutgoingBatch(
+                            writes: Array(batch.writes[index...]), isAtomic: batch.isAtomic, acknowledgedWatermark: watermark)
                         answer = answer.resumed(at: index, with: await transport.send(rest, accessToken: fresh))
                     }
                 }
                 let received = answer
                 log.crashPlan?.pass(.passAfterSend)
                 try checkAlive()
+                carried.watermark = try acknowledgedWatermark(after: carried.watermark)
                 (progress, step) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) {
-                    [self, prepared] appender in
+                    [self, prepared, carried] appender in
                     var progress = carried
                     progress.flushBeforeSend = false
                     let step = try record(received, to: sending, &appender, &progress, prepared)
@@ -180,6 +189,13 @@ struct Pass: Sendable {
         }
         report.remainingCount = try remaining()
         return report
+    }
+
+    /// The acknowledged watermark of the log as committed now (R8.9), for the request the next planning
+    /// commit plans, when the transport prunes by it and commits reach the disk; nil otherwise.
+    private func acknowledgedWatermark(after known: UInt64?) throws -> UInt64? {
+        guard transport.prunesByWatermark, log.commitsAreDurableAsFull else { return nil }
+        return try log.read { try Watermark.acknowledged($0, from: known ?? 0) }
     }
 
     /// Notes whether the request `step` sends may follow (R2.2) a write given a verdict in this
