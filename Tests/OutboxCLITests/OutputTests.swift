@@ -9,14 +9,14 @@ import Testing
     static let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
         "outbox")
 
-    /// A log of 1,000 writes: `outbox log --json` prints far more than a pipe holds.
-    static func bigLog(_ path: String) async throws {
+    /// A log of `count` writes (1,000: `outbox log --json` prints far more than a pipe holds).
+    static func bigLog(_ path: String, count: Int = 1000) async throws {
         var configuration = OutboxConfiguration(autoSync: false, durability: .noSync)
         configuration.clock = ManualClock()
         let client = try OutboxClient.open(path: path, configuration: configuration)
         try await client.settleSession(user: "alice", accessToken: nil)
         try await client.enqueue(
-            contentsOf: (1...1000).map { .insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "milk"]) })
+            contentsOf: (1...count).map { .insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "milk"]) })
         client.close()
     }
 

@@ -6,17 +6,6 @@ import Testing
 /// Long work shows progress (issue 27): `verify`, `replay` and `sync` of a large log print a line of
 /// progress on standard error when it is a terminal, and never into a pipe or a `--json` document.
 @Suite struct ProgressTests {
-    /// A log of 10,000 writes: more events than the fold reports progress after (4,096).
-    static func largeLog(_ path: String) async throws {
-        var configuration = OutboxConfiguration(autoSync: false, durability: .noSync)
-        configuration.clock = ManualClock()
-        let client = try OutboxClient.open(path: path, configuration: configuration)
-        try await client.settleSession(user: "alice", accessToken: nil)
-        try await client.enqueue(
-            contentsOf: (1...10_000).map { .insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "milk"]) })
-        client.close()
-    }
-
     /// Runs the tool under Debian's `script`, which gives it a terminal: what the terminal showed.
     static func onATerminal(_ arguments: [String]) throws -> Run {
         let command = ([OutputTests.binary.path] + arguments).joined(separator: " ")
@@ -26,7 +15,8 @@ import Testing
     @Test func verifyAndReplayShowProgressOnATerminalOnly() async throws {
         try await withTemporaryFolder { folder in
             let log = folder + "/log"
-            try await Self.largeLog(log)
+            // More events than the fold reports progress after (4,096).
+            try await OutputTests.bigLog(log, count: 10_000)
             let piped = try outbox("verify", log)
             #expect(piped.status == 0 && piped.stderr.isEmpty && !piped.stdout.contains("verify:"), "\(piped)")
 
