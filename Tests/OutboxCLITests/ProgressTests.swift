@@ -3,7 +3,7 @@ import Outbox
 import OutboxTesting
 import Testing
 
-/// Long work shows progress (issue 27): `verify`, `replay` and `sync` of a large log print a line of
+/// Long work shows progress: `verify`, `replay` and `sync` of a large log print a line of
 /// progress on standard error when it is a terminal, and never into a pipe or a `--json` document.
 @Suite struct ProgressTests {
     /// Runs the tool under Debian's `script`, which gives it a terminal: what the terminal showed.

@@ -3,7 +3,7 @@ import Outbox
 import OutboxProcess
 import Testing
 
-/// `outbox report --html` (issue 27): one self-contained page of the demo's log, checked in a real
+/// `outbox report --html`: one self-contained page of the demo's log, checked in a real
 /// browser, Debian's headless Chromium: it renders, its title names the log, it lists every write, its
 /// search works, it logs nothing to the console, and a hostile write's markup stays text.
 @Suite struct ReportTests {

@@ -99,7 +99,7 @@ struct ContractTransportTests {
                     }
                     #expect(held["body"] == ["title": "Rye"] && held["baseVersion"] == 2 && held["fields"] == ["title"])
                     #expect(try await readSibling(as: "bob") == .null)
-                    // The same through the transport, as a typed value (issue 27, item 4).
+                    // The same through the transport, as a typed value.
                     struct Title: Decodable { var title: String }
                     let contract = try ContractTransport(url: instance.url, apiKey: instance.apiKey)
                     let typed = try #require(try await contract.sibling(sibling, accessToken: try await instance.token("alice")))

@@ -175,7 +175,7 @@ struct PostgRESTIntegrityTests {
 
 /// R9.6 without a server: a name that would leave its path segment is unmade, and nothing is sent.
 @Suite struct PostgRESTNameTests {
-    @Test("a model written without a key takes it from the key columns of tables: (issue 27, item 2)")
+    @Test("a model written without a key takes it from the key columns of tables: (R2.4)")
     func keysFromTheModel() async throws {
         struct Todo: Codable { var id: Int64, title: String }
         let client = ScriptedHTTPClient()

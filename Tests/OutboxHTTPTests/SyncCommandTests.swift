@@ -70,7 +70,7 @@ struct SyncCommandTests {
         }
     }
 
-    // Issue 27: on a terminal, a sync shows how far it got on standard error; in a pipe (above), nothing.
+    // On a terminal, a sync shows how far it got on standard error; in a pipe (above), nothing.
     @Test func syncShowsProgressOnATerminal() async throws {
         try await Instance.with { instance in
             try await withTemporaryLog { log in

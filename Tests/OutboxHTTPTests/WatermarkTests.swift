@@ -5,7 +5,7 @@ import OutboxTesting
 import Synchronization
 import Testing
 
-/// R8.9 (issue 26): each push of the contract's version 2 carries the log's acknowledged watermark; the
+/// R8.9: each push of the contract's version 2 carries the log's acknowledged watermark; the
 /// reference instance forgets the keys and answers at or below it, and a write sent again at or below
 /// it is a broken contract, never a second apply. Version 1 keeps working, as before.
 @Suite("Watermark pruning, through the stand-in into the reference instance")

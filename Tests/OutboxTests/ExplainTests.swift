@@ -4,7 +4,7 @@ import Testing
 
 @testable import Outbox
 
-/// `queue.explain` (issue 27): what holds a write in every state the verdict table names (R3.1, R3.3),
+/// `queue.explain`: what holds a write in every state the verdict table names (R3.1, R3.3),
 /// what it waits behind (R2.2, R4.2, R4.5), and the count and event of the writes held behind a dead or
 /// blocked write (R7.1, R7.2). The scenarios `Specs/scenarios/explain-*.json` cover the pass's side:
 /// Retry-After, a stopped pass, failingAlone, the network switch, identityChanged.

@@ -25,7 +25,7 @@ import Testing
     }
 }
 
-/// Keys from the model (issue 27, item 2): a write made from a model alone takes its key from the key
+/// Keys from the model (R2.4): a write made from a model alone takes its key from the key
 /// columns the transport knows; a key and body that disagree on a column are bad input (R2.4).
 @Suite struct KeyFromModelTests {
     struct Todo: Codable, Equatable {

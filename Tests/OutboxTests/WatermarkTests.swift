@@ -3,7 +3,7 @@ import Testing
 
 @testable import Outbox
 
-/// The acknowledged watermark (R8.9, issue 26) as the library works it out: only writes settled for
+/// The acknowledged watermark (R8.9) as the library works it out: only writes settled for
 /// good in what was committed before the planning commit count; a dead, blocked, refused or pending
 /// write holds it; writes out of the queue count.
 @Suite struct WatermarkTests {
