@@ -26,7 +26,7 @@ public final class OutboxClient: Sendable {
     let status = Mutex(SyncStatus())
     /// The writes last seen waiting behind a dead or blocked write, and the user they were read for:
     /// each is announced once (`refreshStatus`).
-    let heldBehind = Mutex<(user: String?, holders: [WriteID: WriteID])>((nil, [:]))
+    let heldBehind = Mutex<(user: String?, holders: Explainer.Holders)>((nil, Explainer.Holders()))
     let statusUpdates = Broadcast<SyncStatus>()
     let eventStream = Broadcast<OutboxEvent>(missed: { .missed(count: $0) })
     /// Wakes the change feeds after each commit.

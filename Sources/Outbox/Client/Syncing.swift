@@ -439,23 +439,29 @@ extension OutboxClient {
 
     /// Reads the counts together and publishes the status if it changed. After close it keeps its value.
     /// Returns the writes that started waiting behind a dead or blocked write since the last refresh,
-    /// each with the write that holds it, for the events stream.
+    /// each with the write that holds it, for the events stream. After `events` were committed, the
+    /// holders are read again only when those events may have changed them.
     @discardableResult
-    func refreshStatus() -> [(WriteID, holder: WriteID)] {
+    func refreshStatus(after events: [RecordedEvent]? = nil) -> [(WriteID, holder: WriteID)] {
         guard !isClosedNow else { return [] }
         let user = try? owner()
         let sync = syncState.withLock { $0 }
         var newlyHeld: [(WriteID, holder: WriteID)] = []
         let changed = status.withLock { status -> SyncStatus? in
             var next = SyncStatus()
+            let known = heldBehind.withLock { $0 }
+            let stillKnown = known.user == user && events.map { !known.holders.mayChange(after: $0) } == true
             if let user,
-                let (counters, session, held) = try? log.read({ reader in
+                let (counters, session, holders) = try? log.read({ reader in
                     let counters = try reader.counters(user: user)
                     // Only a dead or blocked write holds writes this way: none, and nothing is read.
-                    let held = counters.rejected + counters.blocked > 0 ? try Explainer.holders(user: user, reader: reader) : [:]
-                    return (counters, try reader.session(), held)
+                    let holders =
+                        counters.rejected + counters.blocked == 0
+                        ? Explainer.Holders() : stillKnown ? known.holders : try Explainer.holders(user: user, reader: reader)
+                    return (counters, try reader.session(), holders)
                 })
             {
+                let held = holders.held
                 next.pendingCount = counters.pending
                 next.rejectedCount = counters.rejected
                 next.blockedCount = counters.blocked
@@ -466,8 +472,8 @@ extension OutboxClient {
                 }
                 // Taken under the status's lock, so two refreshes never both announce one write.
                 newlyHeld = heldBehind.withLock { known in
-                    defer { known = (user, held) }
-                    return held.filter { known.user != user || known.holders[$0.key] == nil }.sorted { $0.key < $1.key }
+                    defer { known = (user, holders) }
+                    return held.filter { known.user != user || known.holders.held[$0.key] == nil }.sorted { $0.key < $1.key }
                         .map { ($0.key, holder: $0.value) }
                 }
             }
@@ -486,7 +492,7 @@ extension OutboxClient {
     /// Called after every commit of the log.
     func didCommit(_ events: [RecordedEvent]) {
         commits.advance()
-        let newlyHeld = refreshStatus()
+        let newlyHeld = refreshStatus(after: events)
         for event in OutboxEvent.of(events) { eventStream.send(event) }
         for (id, holder) in newlyHeld { eventStream.send(.waitingBehind(id, holder: holder)) }
     }

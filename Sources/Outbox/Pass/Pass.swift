@@ -185,7 +185,7 @@ struct Pass: Sendable {
         let planner = Planner(user: user, table: table, batchSize: batchSize, done: [])
         (report.heldCount, report.heldBehindOtherTablesCount, report.heldBehindDeadOrBlockedCount) = try log.read {
             let (held, behindOtherTables) = try planner.heldCounts($0)
-            return (held, behindOtherTables, try Explainer.heldBehindDeadOrBlocked(user: user, reader: $0))
+            return (held, behindOtherTables, try Explainer.holders(user: user, reader: $0).held.count)
         }
         report.remainingCount = try remaining()
         return report

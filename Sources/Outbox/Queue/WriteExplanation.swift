@@ -352,16 +352,43 @@ enum Explainer {
         }
     }
 
-    /// How many of `user`'s pending writes wait, directly or through others, behind a dead or blocked
-    /// write: nothing sends them until that write is released, withdrawn or discarded.
-    static func heldBehindDeadOrBlocked(user: String, reader: StoreReader) throws -> Int {
-        try holders(user: user, reader: reader).count
+    /// The user's dead and blocked writes (`roots`), and each pending write that waits behind one,
+    /// directly or through other pending writes (or a member of its atomic group), with that write (the
+    /// lowest id when several hold it).
+    struct Holders: Sendable {
+        var roots: Set<WriteID> = []
+        var held: [WriteID: WriteID] = [:]
+
+        /// Whether events just committed may change what holds what; when not, the holders read before
+        /// them still stand, and nothing is read (a pass past a thousand refused writes reads none of
+        /// them a commit).
+        func mayChange(after events: [RecordedEvent]) -> Bool {
+            events.contains { recorded in
+                switch recorded.event {
+                case .verdictRecorded, .verdictsRecorded:
+                    // A new dead or blocked write, or one of these (or a write held) that changed state.
+                    return recorded.event.verdicts.contains { verdict in
+                        switch verdict.state {
+                        case .dead, .blocked: return true
+                        default: return roots.contains(verdict.writeId) || held[verdict.writeId] != nil
+                        }
+                    }
+                case .writeQueued(let queued):
+                    return queued.dependencies.contains { roots.contains($0) || held[$0] != nil }
+                case .writeReleased(let released): return roots.contains(released.writeId)
+                case .writeWithdrawn(let withdrawn): return roots.contains(withdrawn.writeId)
+                case .writeDiscarded(let discarded): return roots.contains(discarded.writeId)
+                case .writeCancelled(let cancelled): return held[cancelled.writeId] != nil
+                case .localDataCleared, .sessionSettled: return true
+                default: return false
+                }
+            }
+        }
     }
 
-    /// Each of `user`'s pending writes that waits behind a dead or blocked write, directly or through
-    /// other pending writes (or a member of its atomic group), with that write (the lowest id when
-    /// several hold it). Reads the user's dead and blocked writes and what depends on them, nothing else.
-    static func holders(user: String, reader: StoreReader) throws -> [WriteID: WriteID] {
+    /// The `Holders` of `user`: reads the user's dead and blocked writes and what depends on them,
+    /// nothing else.
+    static func holders(user: String, reader: StoreReader) throws -> Holders {
         var roots: [WriteID] = []
         try reader.scan(.rejected, Key.userPrefix(user), nil) { key, _ in
             let id = try Key.trailingID(key)
@@ -387,7 +414,7 @@ enum Explainer {
                 }
             }
         }
-        return held
+        return Holders(roots: Set(roots), held: held)
     }
 }
 
