@@ -387,12 +387,16 @@ package enum Commands {
         return .success
     }
 
+    /// A `<write-id>` argument: a whole number.
+    private static func writeID(_ word: String) throws(UsageError) -> UInt64 {
+        guard let id = UInt64(word) else { throw UsageError(message: "<write-id> is a whole number, not '\(word)'") }
+        return id
+    }
+
     static func history(_ words: [String]) throws -> Exit {
         let args = try readOnlyArguments("history", words)
         let positionals = try args.positionals("log", "write-id")
-        guard let id = UInt64(positionals[1]) else {
-            throw UsageError(message: "<write-id> is a whole number, not '\(positionals[1])'")
-        }
+        let id = try writeID(positionals[1])
         let inspector = try LogInspector(path: positionals[0])
         let events = try inspector.history(of: WriteID(id))
         guard !events.isEmpty else {
@@ -406,9 +410,7 @@ package enum Commands {
     static func why(_ words: [String]) throws -> Exit {
         let args = try readOnlyArguments("why", words)
         let positionals = try args.positionals("log", "write-id")
-        guard let id = UInt64(positionals[1]) else {
-            throw UsageError(message: "<write-id> is a whole number, not '\(positionals[1])'")
-        }
+        let id = try writeID(positionals[1])
         let inspector = try LogInspector(path: positionals[0])
         guard let explanation = try inspector.explain(WriteID(id), now: Timestamp(Date())) else {
             printError(
