@@ -56,7 +56,12 @@ public final class Environment: @unchecked Sendable {
     public let isReadOnly: Bool
     /// Whether the environment is a folder (`data.mdb` and `lock.mdb` in it) rather than one file.
     package let isFolder: Bool
-    private let handle: OpaquePointer
+    /// Replaced only by `compactFile`, with `resizeLock` held exclusively.
+    private var handle: OpaquePointer
+    /// The flags `mdb_env_open` was given, for `compactFile`'s reopen.
+    private let openFlags: UInt32
+    /// The descriptor of the holders' lock (`holdersLockPath`), -1 when read-only.
+    private let holders: Int32
     private let registryKey: String
     private let resizeLock = ReadWriteLock()
     private let writer = PlainLock()
@@ -79,14 +84,30 @@ public final class Environment: @unchecked Sendable {
         let inserted = Self.registry.withLock { $0.insert(location.key).inserted }
         guard inserted else { throw LMDBError(.alreadyOpen, path: location.path) }
 
+        // A writer holds the holders' lock shared while it has the environment open, so that
+        // `compactFile` knows when no other process holds the file it would replace.
+        var holders: Int32 = -1
+        if !options.readOnly {
+            let lockPath = Self.holdersLockPath(location.path, isFolder: location.isDirectory)
+            holders = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            if holders < 0 || flock(holders, LOCK_SH) != 0 {
+                let failure = LMDBError(.system(errno, call: "open(\(lockPath))"), path: location.path)
+                if holders >= 0 { closeDescriptor(holders) }
+                _ = Self.registry.withLock { $0.remove(location.key) }
+                throw failure
+            }
+        }
+        self.holders = holders
         var raw: OpaquePointer?
         var rc = mdb_env_create(&raw)
         guard rc == 0, let env = raw else {
+            if holders >= 0 { closeDescriptor(holders) }
             _ = Self.registry.withLock { $0.remove(location.key) }
             throw LMDBError(.lmdb(rc, call: "mdb_env_create"), path: location.path)
         }
         func fail(_ error: LMDBError) -> LMDBError {
             mdb_env_close(env)
+            if holders >= 0 { closeDescriptor(holders) }
             _ = Self.registry.withLock { $0.remove(location.key) }
             return error
         }
@@ -104,6 +125,7 @@ public final class Environment: @unchecked Sendable {
                 throw fail(error)
             }
         }
+        openFlags = flags
         rc = mdb_env_open(env, location.path, flags, 0o600)
         if rc != 0 {
             let known = [MDB_INVALID, MDB_VERSION_MISMATCH, ENOENT, EACCES, EAGAIN, EBUSY]
@@ -162,6 +184,7 @@ public final class Environment: @unchecked Sendable {
         resizeLock.withExclusive {
             guard !isClosed.exchange(true, ordering: .sequentiallyConsistent) else { return }
             mdb_env_close(handle)
+            if holders >= 0 { closeDescriptor(holders) }
             _ = Self.registry.withLock { $0.remove(registryKey) }
         }
     }
@@ -198,6 +221,119 @@ public final class Environment: @unchecked Sendable {
             }
             lastCommitSkippedMeta.store(false, ordering: .relaxed)
         }
+    }
+
+    // MARK: - Compacting the file
+
+    /// Where the holders' lock of an environment lives: `holders-lock` in its folder, or
+    /// `<file>-holders-lock` beside a single file.
+    package static func holdersLockPath(_ path: String, isFolder: Bool) -> String {
+        isFolder ? path + "/holders-lock" : path + "-holders-lock"
+    }
+
+    /// Writes the data file again without its free pages, and opens the new one in its place: LMDB
+    /// reuses the pages a commit frees but never gives them back, so this is how the file shrinks.
+    ///
+    /// The copy (`mdb_env_copy2` with `MDB_CP_COMPACT`) is made beside the file, flushed, and renamed
+    /// over it, so a crash at any step leaves the old file or the new one, whole. A rename would leave a
+    /// process that has the old file open writing to a file no one reads: so the copy is made only when
+    /// no other open of the environment holds the holders' lock (every writer holds it shared while it
+    /// is open, and waits for it while a copy is made). Returns false, changing nothing, when one does.
+    /// A read-only open elsewhere keeps reading the old file as it was, a consistent snapshot.
+    ///
+    /// Runs between this environment's transactions: it waits for the running ones to end.
+    public func compactFile() throws(LMDBError) -> Bool {
+        precondition(!isReadOnly, "compactFile on a read-only environment")
+        return try writer.withLock { () throws(LMDBError) -> Bool in
+            try checkOpen()
+            guard flock(holders, LOCK_EX | LOCK_NB) == 0 else {
+                _ = flock(holders, LOCK_SH)  // a refused conversion may have dropped the shared lock
+                return false
+            }
+            defer { _ = flock(holders, LOCK_SH) }
+            let dataFile = isFolder ? path + "/data.mdb" : path
+            let target = isFolder ? path + "/compacting" : path + "-compacting"
+            let copied = isFolder ? target + "/data.mdb" : target
+            // What a compaction killed part way left.
+            _ = unlink(copied)
+            if isFolder {
+                _ = rmdir(target)
+                guard mkdir(target, 0o700) == 0 else { throw LMDBError(.system(errno, call: "mkdir(\(target))"), path: path) }
+            }
+            try resizeLock.withShared { () throws(LMDBError) in
+                try check(mdb_env_copy2(handle, target, UInt32(MDB_CP_COMPACT)), "mdb_env_copy2", path: path)
+            }
+            try Self.flushFile(copied, path: path)
+            try resizeLock.withExclusive { () throws(LMDBError) in
+                mdb_env_close(handle)
+                guard rename(copied, dataFile) == 0 else {
+                    let failure = LMDBError(.system(errno, call: "rename(\(copied))"), path: path)
+                    try reopen()
+                    throw failure
+                }
+                if isFolder { _ = rmdir(target) }
+                try Self.flushFile(isFolder ? path : Self.folder(of: path), path: path)
+                try reopen()
+            }
+            return true
+        }
+    }
+
+    /// Opens the environment's file again after `compactFile` closed it, with the same flags, map size
+    /// and databases (whose handles must come back the same). Called with `resizeLock` held exclusively.
+    private func reopen() throws(LMDBError) {
+        var raw: OpaquePointer?
+        var rc = mdb_env_create(&raw)
+        guard rc == 0, let env = raw else {
+            isClosed.store(true, ordering: .sequentiallyConsistent)
+            throw LMDBError(.lmdb(rc, call: "mdb_env_create"), path: path)
+        }
+        rc = mdb_env_set_maxdbs(env, MDB_dbi(max(databases.count, 1)))
+        if rc == 0 { rc = mdb_env_set_mapsize(env, mapSizeNow.withLock { $0 }) }
+        if rc == 0 { rc = mdb_env_open(env, path, openFlags, 0o600) }
+        var txn: OpaquePointer?
+        if rc == 0 { rc = mdb_txn_begin(env, nil, 0, &txn) }
+        if rc == 0 {
+            for (name, database) in databases.sorted(by: { $0.value.dbi < $1.value.dbi }) where rc == 0 {
+                var dbi = MDB_dbi()
+                rc = mdb_dbi_open(txn, name, 0, &dbi)
+                if rc == 0 && dbi != database.dbi { rc = MDB_INCOMPATIBLE }
+            }
+            if rc == 0 {
+                rc = mdb_txn_commit(txn)
+            } else {
+                mdb_txn_abort(txn)
+            }
+        }
+        guard rc == 0 else {
+            mdb_env_close(env)
+            isClosed.store(true, ordering: .sequentiallyConsistent)
+            _ = Self.registry.withLock { $0.remove(registryKey) }
+            throw LMDBError(.lmdb(rc, call: "mdb_env_open (after compacting the file)"), path: path)
+        }
+        handle = env
+    }
+
+    /// `fsync` of a file or folder.
+    private static func flushFile(_ file: String, path: String) throws(LMDBError) {
+        let descriptor = open(file, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw LMDBError(.system(errno, call: "open(\(file))"), path: path) }
+        defer { closeDescriptor(descriptor) }
+        guard fsync(descriptor) == 0 else { throw LMDBError(.system(errno, call: "fsync(\(file))"), path: path) }
+    }
+
+    private static func folder(of file: String) -> String {
+        let parts = file.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+        let parent = parts.joined(separator: "/")
+        return parent.isEmpty ? (file.hasPrefix("/") ? "/" : ".") : parent
+    }
+
+    /// The size of the data file on disk, in bytes.
+    public func fileSize() throws(LMDBError) -> Int {
+        var info = stat()
+        let dataFile = isFolder ? path + "/data.mdb" : path
+        guard stat(dataFile, &info) == 0 else { throw LMDBError(.system(errno, call: "stat(\(dataFile))"), path: path) }
+        return Int(info.st_size)
     }
 
     /// Frees the reader slots of processes that are gone (`mdb_reader_check`); returns how many.
@@ -354,3 +490,6 @@ public final class Environment: @unchecked Sendable {
         return Location(path: location, isDirectory: isDirectory, key: String(cString: real))
     }
 }
+
+/// `close(2)`, from inside a type whose own `close` hides it.
+private func closeDescriptor(_ descriptor: Int32) { _ = close(descriptor) }

@@ -63,6 +63,7 @@ let everyKindOfEvent: [Event] = {
         .answersTaken(AnswersCleared(writes: [1, 2])),
         .answersForgotten(AnswersCleared(writes: [3])),
         .localDataCleared(LocalDataCleared(user: "alice", writes: [4, 5])),
+        .logCompacted(sampleCompaction),
     ]
 }()
 

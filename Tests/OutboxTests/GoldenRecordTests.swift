@@ -287,6 +287,8 @@ import Testing
                                 kind: .http, status: 400, code: "23502", text: "null value", fields: ["title"], meaning: meaning))
                     ))
             })
+        // A compaction's snapshot (R8.5): the archive's segments and the projections' state.
+        groups.append([.logCompacted(sampleCompaction)])
         // Each group numbered from its own thousand: a case added to one enum adds a record at the end
         // of its group and moves no other record.
         return groups.enumerated().flatMap { group, events in
@@ -302,3 +304,21 @@ import Testing
 extension String {
     fileprivate func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
+
+/// A `logCompacted` event with two segments and a little state.
+let sampleCompaction = LogCompacted(
+    horizon: 900,
+    segments: [
+        ArchiveSegment(
+            number: 1, firstSequence: 1, lastSequence: 499, lowestWrite: 1, highestWrite: 200, writeCount: 200,
+            digest: Array(repeating: 0xAB, count: 32)),
+        ArchiveSegment(
+            number: 2, firstSequence: 500, lastSequence: 899, lowestWrite: nil, highestWrite: nil, writeCount: 0,
+            digest: Array(0..<32)),
+    ],
+    state: ProjectionState(
+        layout: 10,
+        entries: [
+            .init(table: .meta, key: Array("origin".utf8), value: [1, 2, 3]),
+            .init(table: .history, key: Key.pair(7, 12), value: []),
+        ]))

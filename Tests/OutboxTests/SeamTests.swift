@@ -82,7 +82,7 @@ import Testing
     @Test func everyCodeCanBeCompared() {
         let values: [OutboxError] = [
             .invalidWrite, .noUser, .notFound, .closed, .storage, .damaged, .alreadyOpen, .networkDisabled, .rowReadFailed,
-            .noTransport, .doesNotExist,
+            .noTransport, .doesNotExist, .archived, .compacted, .busy,
         ]
         #expect(Set(values.map(\.code.kind)) == Set(OutboxError.Code.Kind.allCases))
         #expect(Set(values).count == values.count)

@@ -29,6 +29,11 @@ public struct OutboxConfiguration: Sendable {
     /// extension, `outbox sync`) to end before it ends itself, sending nothing and reporting
     /// `stoppedBy` of kind `busy`.
     public var syncLockWait = 10.0
+    /// When the library compacts the log by itself, between passes: never (the default), or once
+    /// the log passes a size or a number of settled writes still in it.
+    public var compaction: CompactionPolicy = .off
+    /// The folder of the log's archive; beside the log when nil (`archive` in the log's folder).
+    public var archiveFolder: String?
     /// Where time comes from.
     public var clock: any OutboxClock = SystemClock()
     /// Where randomness comes from.
@@ -50,6 +55,22 @@ public struct OutboxConfiguration: Sendable {
         self.batchSize = batchSize
         self.durability = durability
         self.requiresUser = requiresUser
+    }
+
+    /// When the library compacts the log by itself.
+    public struct CompactionPolicy: Hashable, Sendable {
+        /// Compact once the data file is larger than this many bytes.
+        public var logBytes: Int?
+        /// Compact once this many writes have left the queue since their history was last archived.
+        public var settledWrites: Int?
+
+        /// Never by itself: the app calls `compact(before:)`.
+        public static let off = CompactionPolicy(logBytes: nil, settledWrites: nil)
+
+        /// Compact when either limit is passed (each nil to ignore it).
+        public static func when(logExceeds bytes: Int? = nil, settledWritesExceed writes: Int? = nil) -> CompactionPolicy {
+            CompactionPolicy(logBytes: bytes, settledWrites: writes)
+        }
     }
 
     /// The owner of writes made while no user is signed in, with `requiresUser: false`.

@@ -120,6 +120,7 @@ extension OutboxClient {
         syncState.withLock { $0.isSyncing = false }
         if case .success(let report) = result { afterPass(report, automatic: automatic) }
         refreshStatus()
+        await compactIfDue()
         return result
     }
 
@@ -214,7 +215,7 @@ extension OutboxClient {
 
     /// The log's sync lock (R5.7), waiting for a pass of another process up to `syncLockWait`
     /// seconds of the client's clock; nil when it is still held then, or the pass must stop.
-    private func acquireSyncLock() async throws -> SyncLock? {
+    func acquireSyncLock() async throws -> SyncLock? {
         let clock = configuration.clock
         let deadline = clock.now().adding(seconds: configuration.syncLockWait)
         while true {

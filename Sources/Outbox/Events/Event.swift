@@ -40,6 +40,8 @@ public enum Event: Hashable, Sendable {
     case localDataCleared(LocalDataCleared)
     /// The app cancelled a write nothing had sent.
     case writeCancelled(WriteCancelled)
+    /// The log was compacted here: what came before is in the archive.
+    case logCompacted(LogCompacted)
 
     /// The kind of event, as the log stores it.
     public var type: EventType {
@@ -64,6 +66,7 @@ public enum Event: Hashable, Sendable {
         case .answersForgotten: return .answersForgotten
         case .localDataCleared: return .localDataCleared
         case .writeCancelled: return .writeCancelled
+        case .logCompacted: return .logCompacted
         }
     }
 
@@ -88,6 +91,7 @@ public enum Event: Hashable, Sendable {
         case .writeDiscarded(let p): return p
         case .localDataCleared(let p): return p
         case .writeCancelled(let p): return p
+        case .logCompacted(let p): return p
         case .answersTaken(let p), .answersForgotten(let p): return ClearedPayload(cleared: p)
         }
     }
@@ -137,6 +141,7 @@ public enum Event: Hashable, Sendable {
         case .writeDiscarded(let p): p.encode(into: &writer)
         case .localDataCleared(let p): p.encode(into: &writer)
         case .writeCancelled(let p): p.encode(into: &writer)
+        case .logCompacted(let p): p.encode(into: &writer)
         case .answersTaken(let p), .answersForgotten(let p): p.encode(into: &writer)
         }
     }
@@ -163,6 +168,7 @@ public enum Event: Hashable, Sendable {
         case .answersForgotten: return .answersForgotten(try .decode(from: &reader))
         case .localDataCleared: return .localDataCleared(try .decode(from: &reader))
         case .writeCancelled: return .writeCancelled(try .decode(from: &reader))
+        case .logCompacted: return .logCompacted(try .decode(from: &reader))
         }
     }
 }

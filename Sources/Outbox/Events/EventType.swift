@@ -41,6 +41,8 @@ public enum EventType: UInt8, CaseIterable, Sendable {
     case writeCancelled = 19
     /// The type of `Event.verdictsRecorded`.
     case verdictsRecorded = 20
+    /// The type of `Event.logCompacted`.
+    case logCompacted = 21
 
     /// The stored name, as the tools print it.
     public var name: String { "\(self)" }

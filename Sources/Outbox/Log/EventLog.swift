@@ -22,7 +22,7 @@ package final class EventLog: Sendable {
     let powerLossIsSimulated: Bool
     /// The log's and the projections' tables; projections are found by index, not by name, on the path
     /// of every put and get.
-    private let tables: LogTables
+    let tables: LogTables
     package let committer = GroupCommitter()
     /// Where the reads the API offers as `async` run (see `ReadExecutor`).
     package let reads = ReadExecutor()
@@ -31,7 +31,9 @@ package final class EventLog: Sendable {
     /// The last write transaction's store tables, for the next one (`TransactionStore.Memory`).
     private let storeMemory = Mutex<TransactionStore.Memory?>(nil)
     /// The last flushed commit, kept beside the log (a log opened for writing with `.full` durability).
-    private let commitMark: CommitMark?
+    let commitMark: CommitMark?
+    /// Where the segments that compactions moved out of the log are (R8.5).
+    package let archive: Archive
 
     package static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
 
@@ -45,6 +47,8 @@ package final class EventLog: Sendable {
         package var crashPlan: CrashPlan?
         /// `OutboxConfiguration.powerLossIsSimulated`.
         package var powerLossIsSimulated = false
+        /// The archive's folder; beside the log when nil (`Archive.beside(log:)`).
+        package var archiveFolder: String?
         package init() {}
     }
 
@@ -66,6 +70,7 @@ package final class EventLog: Sendable {
         crashPlan = options.crashPlan
         durability = options.durability
         powerLossIsSimulated = options.powerLossIsSimulated
+        archive = options.archiveFolder.map(Archive.init(folder:)) ?? Archive.beside(log: path)
         let tables = LogTables(environment)
         self.tables = tables
 
@@ -227,15 +232,47 @@ package final class EventLog: Sendable {
 
     /// Calls `body` with every event from `from` through `to`, in order, decoding each; a damaged record
     /// throws `OutboxError` (`.damaged`) naming its sequence. `body` returns false to stop.
+    /// Events before the last compaction's horizon are read from the archive's segments; one that is
+    /// not there throws `.archived` naming it.
     package func forEachEvent(from: UInt64 = 1, to: UInt64 = .max, _ body: (RecordedEvent) throws -> Bool) throws {
         try storageErrors(path: path) {
-            try environment.read { txn in try forEachEvent(in: txn.unsafeAccess, from: from, to: to, body) }
+            try environment.read { txn in
+                let access = txn.unsafeAccess
+                guard let compaction = try compaction(in: access), from < compaction.horizon else {
+                    return try forEachEvent(in: access, from: from, to: to, body)
+                }
+                for segment in compaction.segments where segment.lastSequence >= from && segment.firstSequence <= to {
+                    let first = max(from, segment.firstSequence)
+                    let goOn = try archive.read(segment, what: "sequence \(first)") {
+                        try $0.forEachEvent(from: first, to: to, body)
+                    }
+                    guard goOn else { return }
+                }
+                if to >= compaction.horizon { try forEachEvent(in: access, from: compaction.horizon, to: to, body) }
+            }
         }
     }
 
+    /// Whether the projections say the log was compacted, even when what they say of it is damaged.
+    func wasCompacted(_ access: some ReadableTransaction) -> Bool {
+        (try? access.get(tables[.meta], key: MetaKey.compaction)) != nil
+    }
+
+    /// The last compaction, as the projections keep it.
+    func compaction(in access: some ReadableTransaction) throws -> Compaction? {
+        try access.get(tables[.meta], key: MetaKey.compaction).map { try Compaction.decode($0) }
+    }
+
     /// Up to `limit` events after `sequence`, in order, from one snapshot: a page of the change feed.
+    /// Throws `.compacted` for a sequence before the last compaction's snapshot.
     package func events(after sequence: UInt64, limit: Int) throws -> [RecordedEvent] {
         guard sequence < .max else { return [] }
+        if let snapshot = try read({ try $0.compaction()?.snapshot }), sequence + 1 < snapshot {
+            throw OutboxError(
+                .compacted,
+                "\(path): the log was compacted at sequence \(snapshot), its snapshot: the change feed resumes from there (after sequence \(snapshot - 1) or later), and the events before it are in the archive"
+            )
+        }
         var events: [RecordedEvent] = []
         try forEachEvent(from: sequence + 1) { event in
             events.append(event)
@@ -345,7 +382,8 @@ package final class EventLog: Sendable {
     // MARK: - Rebuild
 
     /// Drops every projection and folds the log from its first event, in one transaction: a crash
-    /// part way leaves the old projections as they were (R8.2).
+    /// part way leaves the old projections as they were (R8.2). A compacted log is folded from its
+    /// last snapshot.
     package func rebuild() throws {
         let tables = self.tables
         let path = self.path
@@ -353,22 +391,90 @@ package final class EventLog: Sendable {
         try storageErrors(path: path) {
             try environment.write { txn in
                 let access = txn.unsafeAccess
+                let compacted = wasCompacted(access)
                 for table in ProjectionTable.allCases { try access.clear(tables[table]) }
                 let total = try access.count(tables.log.database)
-                let store = TransactionStore(access: access, tables: tables)
-                var projector = Projector(store: store)
-                var last: UInt64 = 0
+                var projector = Projector(store: TransactionStore(access: access, tables: tables))
                 var folded = 0
-                try access.forEach(tables.log.database, prefix: []) { key, value in
-                    last = try Self.sequence(ofKey: key, expected: last + 1, path: path)
-                    try projector.apply(try Self.decode(value, sequence: last, path: path))
+                let last = try foldWhole(access, compacted: compacted) { step in
+                    switch step {
+                    case .event(let event):
+                        try projector.apply(event)
+                    case .snapshot(let event, let state):
+                        try projector.store.flush()
+                        for table in ProjectionTable.allCases { try access.clear(tables[table]) }
+                        for entry in state.entries {
+                            _ = try access.put(tables[entry.table], key: entry.key, value: entry.value)
+                        }
+                        projector = Projector(store: TransactionStore(access: access, tables: tables))
+                        try projector.apply(event)
+                    }
                     folded += 1
                     if folded == total / 2 { crashPlan?.pass(.rebuildMidway) }
-                    return true
                 }
                 if last > 0 { try projector.markApplied(last) }
-                try store.flush()
+                try projector.store.flush()
             }
         }
+    }
+
+    /// One record of `foldWhole`: an event to fold, or a snapshot to start again from.
+    enum FoldStep {
+        case event(RecordedEvent)
+        /// A `logCompacted` event and the state it holds: the fold starts again from that state.
+        case snapshot(RecordedEvent, ProjectionState)
+    }
+
+    /// Reads every record of the log in order, checking each, for a fold that starts again at each
+    /// snapshot (a rebuild, `verify`). The log must run on without a gap from the last compaction's
+    /// horizon, and from 1 when it has none: a gap there throws `.damaged` naming the first missing
+    /// sequence. Returns the last sequence read, 0 for none.
+    /// `compacted` says whether gaps may lie before a horizon, as the projections say whether the log
+    /// was compacted (`wasCompacted`): a damaged key of a log never compacted is named as the gap it
+    /// makes, not as a later record.
+    func foldWhole(_ access: some ReadableTransaction, compacted: Bool, _ body: (FoldStep) throws -> Void) throws -> UInt64 {
+        let path = self.path
+        var expected: UInt64 = 1
+        // Gaps not yet known to lie before a horizon: their first and last missing sequence, and what followed.
+        var gaps: [(first: UInt64, last: UInt64, found: UInt64)] = []
+        try access.forEach(tables.log.database, prefix: []) { key, value in
+            guard key.byteCount == 8 else {
+                _ = try Self.sequence(ofKey: key, expected: expected, path: path)
+                return false
+            }
+            let sequence = try Key.readBigEndian(key)
+            if sequence != expected {
+                // A sequence past the next is a gap, which a log never compacted has none of; one before
+                // it (keys out of order, on a damaged page), or the last possible one, is damage.
+                guard compacted, sequence > expected, sequence < .max else {
+                    _ = try Self.sequence(ofKey: key, expected: expected, path: path)
+                    return false
+                }
+                gaps.append((expected, sequence - 1, sequence))
+            }
+            expected = sequence + 1
+            let event = try Self.decode(value, sequence: sequence, path: path)
+            if case .logCompacted(let compaction) = event.event {
+                guard compaction.state.layout == projectionLayoutVersion else {
+                    throw OutboxError.damaged(
+                        path: path,
+                        "the snapshot at sequence \(sequence) holds projections of layout \(compaction.state.layout), which this build does not read",
+                        sequence: sequence)
+                }
+                gaps = gaps.compactMap { gap in
+                    gap.last < compaction.horizon ? nil : (max(gap.first, compaction.horizon), gap.last, gap.found)
+                }
+                try body(.snapshot(event, compaction.state))
+            } else {
+                try body(.event(event))
+            }
+            return true
+        }
+        if let gap = gaps.first {
+            throw OutboxError.damaged(
+                path: path, "sequence \(gap.first) is missing: the log holds \(gap.found) after \(gap.first - 1)",
+                sequence: gap.first)
+        }
+        return expected - 1
     }
 }

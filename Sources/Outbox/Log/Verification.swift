@@ -8,15 +8,36 @@ public struct VerifyReport: Hashable, Sendable, CustomStringConvertible {
     public let problem: String?
     /// The sequence number of the damaged record or gap, when the problem is in the log itself.
     public let sequence: UInt64?
+    /// The archive's segments that were read and found whole, their chain of digests included.
+    public let segmentsChecked: Int
+    /// The archive's segments that are not in its folder: deleted or shipped elsewhere, which is the
+    /// app's choice, not damage. Their events' histories read as archived.
+    public let segmentsMissing: [ArchiveSegment]
+
+    init(events: Int, problem: String?, sequence: UInt64?, segmentsChecked: Int = 0, segmentsMissing: [ArchiveSegment] = []) {
+        self.events = events
+        self.problem = problem
+        self.sequence = sequence
+        self.segmentsChecked = segmentsChecked
+        self.segmentsMissing = segmentsMissing
+    }
 
     /// Whether nothing was found wrong.
     public var isOK: Bool { problem == nil }
-    public var description: String { problem ?? "ok" }
+    public var description: String {
+        if let problem { return problem }
+        guard segmentsChecked > 0 || !segmentsMissing.isEmpty else { return "ok" }
+        var text = "ok; archive: \(segmentsChecked) segment\(segmentsChecked == 1 ? "" : "s") checked"
+        for segment in segmentsMissing { text += "; \(segment) not present (archived elsewhere or deleted)" }
+        return text
+    }
 }
 
 extension EventLog {
-    /// Re-reads every event (checksums, no gaps from 1), folds them into fresh projections in memory,
-    /// and compares those with the stored ones byte for byte. Writes nothing.
+    /// Re-reads every event (checksums, no gaps from 1, or from the last compaction's horizon), folds
+    /// them into fresh projections in memory (from the last snapshot of a compacted log), and compares
+    /// those with the stored ones byte for byte; then checks each archive segment that is present, and
+    /// the chain of their digests. Writes nothing.
     /// `progress` is told how many events are folded so far, every `progressStep` events.
     package func verify(progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport {
         // One read transaction for the fold and the comparison: a commit in between would look like a difference.
@@ -28,26 +49,51 @@ extension EventLog {
 
     private func verify(in access: ReadAccess, progress: ((UInt64) -> Void)?) throws -> VerifyReport {
         let path = self.path
-        var fresh = MemoryProjections()
-        var expected: UInt64 = 1
         var count = 0
+        var lastCompaction: LogCompacted?
+        var projector = Projector(store: MemoryProjections())
         do {
-            var projector = Projector(store: fresh)
-            try forEachEvent(in: access) { event in
-                try projector.apply(event)
-                expected += 1
+            let last = try foldWhole(access, compacted: wasCompacted(access)) { step in
+                switch step {
+                case .event(let event):
+                    try projector.apply(event)
+                case .snapshot(let event, let state):
+                    var memory = MemoryProjections()
+                    for entry in state.entries { memory.set(entry.table, entry.key, entry.value) }
+                    projector = Projector(store: memory)
+                    try projector.apply(event)
+                    if case .logCompacted(let compacted) = event.event { lastCompaction = compacted }
+                }
                 count += 1
                 if let progress, UInt64(count) % Self.progressStep == 0 { progress(UInt64(count)) }
-                return true
             }
-            if count > 0 { try projector.markApplied(expected - 1) }
-            fresh = projector.store
+            if count > 0 { try projector.markApplied(last) }
         } catch let error as OutboxError where error.code == .damaged {
             return VerifyReport(events: count, problem: error.message, sequence: error.sequence)
         }
         if count == 0 { return VerifyReport(events: 0, problem: "\(path): the log holds no events", sequence: nil) }
-        let difference = try firstDifference(fresh, access)
-        return VerifyReport(events: count, problem: difference.map { "\(path): \($0)" }, sequence: nil)
+        if let difference = try firstDifference(projector.store, access) {
+            return VerifyReport(events: count, problem: "\(path): \(difference)", sequence: nil)
+        }
+        guard let lastCompaction else { return VerifyReport(events: count, problem: nil, sequence: nil) }
+        let origin = try access.get(tables[.meta], key: MetaKey.origin) ?? []
+        var previous = [UInt8](repeating: 0, count: 32)
+        var checked = 0
+        var missing: [ArchiveSegment] = []
+        for segment in lastCompaction.segments {
+            defer { previous = segment.digest }
+            guard archive.holds(segment) else {
+                missing.append(segment)
+                continue
+            }
+            let problem = try archive.read(segment, what: "") { try $0.check(previousDigest: previous, origin: origin) }
+            if let problem {
+                return VerifyReport(
+                    events: count, problem: problem, sequence: nil, segmentsChecked: checked, segmentsMissing: missing)
+            }
+            checked += 1
+        }
+        return VerifyReport(events: count, problem: nil, sequence: nil, segmentsChecked: checked, segmentsMissing: missing)
     }
 
     /// The first place the stored projections differ from `fresh`, or nil.
@@ -59,17 +105,17 @@ extension EventLog {
             try access.forEach(environment.database(table.rawValue), prefix: []) { key, value in
                 // Compared where they lie; a key is copied only to be named.
                 guard index < rebuilt.count else {
-                    found = "projection '\(table.rawValue)' holds key \(hex(key.copiedBytes)), which a rebuild does not"
+                    found = "projection '\(table.rawValue)' holds key \(hexDigits(key.copiedBytes)), which a rebuild does not"
                     return false
                 }
                 let (freshKey, freshValue) = rebuilt[index]
                 if !key.withUnsafeBytes({ freshKey.elementsEqual($0) }) {
                     found =
-                        "projection '\(table.rawValue)' holds key \(hex(key.copiedBytes)) where a rebuild has \(hex(freshKey))"
+                        "projection '\(table.rawValue)' holds key \(hexDigits(key.copiedBytes)) where a rebuild has \(hexDigits(freshKey))"
                     return false
                 }
                 if !value.withUnsafeBytes({ freshValue.elementsEqual($0) }) {
-                    found = "projection '\(table.rawValue)' differs from a rebuild at key \(hex(freshKey))"
+                    found = "projection '\(table.rawValue)' differs from a rebuild at key \(hexDigits(freshKey))"
                     return false
                 }
                 index += 1
@@ -77,7 +123,7 @@ extension EventLog {
             }
             if let found { return found }
             if index < rebuilt.count {
-                return "projection '\(table.rawValue)' lacks key \(hex(rebuilt[index].key)), which a rebuild has"
+                return "projection '\(table.rawValue)' lacks key \(hexDigits(rebuilt[index].key)), which a rebuild has"
             }
         }
         return nil
@@ -100,24 +146,49 @@ extension EventLog {
         var projector = Projector(store: MemoryProjections())
         var last: UInt64 = 0
         var count: UInt64 = 0
-        try forEachEvent(to: sequence) { event in
+        // From the last snapshot when it is at or before `sequence`: no archive is read.
+        var from: UInt64 = 1
+        if let snapshot = try read({ try $0.compaction()?.snapshot }), snapshot <= sequence,
+            let event = try read({ try $0.record(snapshot) }), case .logCompacted(let compacted) = event.event
+        {
+            var memory = MemoryProjections()
+            for entry in compacted.state.entries { memory.set(entry.table, entry.key, entry.value) }
+            projector = Projector(store: memory)
             try projector.apply(event)
-            last = event.sequence
-            count += 1
-            if let progress, count % Self.progressStep == 0 { progress(count) }
-            return true
+            last = snapshot
+            from = snapshot + 1
+        }
+        if from <= sequence {
+            try forEachEvent(from: from, to: sequence) { event in
+                try projector.apply(event)
+                last = event.sequence
+                count += 1
+                if let progress, count % Self.progressStep == 0 { progress(count) }
+                return true
+            }
         }
         let memory = projector.store
+        // Before the last compaction's horizon, records the log no longer holds are the archive's.
+        let compaction = try read { try $0.compaction() }
+        let archived = compaction.map { OpenedArchive(archive, segments: $0.segments) }
+        defer { archived?.close() }
         return try read { logReader in
-            let reader = memory.reader(record: logReader.record)
+            let record: (UInt64) throws -> RecordedEvent? = { sequence in
+                if let found = try logReader.record(sequence) { return found }
+                guard let archived, let compaction, sequence < compaction.horizon else { return nil }
+                return try archived.record(sequence)
+            }
+            let reader = memory.reader(record: record)
             return try body(PastState(sequence: last, user: try reader.session()?.user, reader: reader))
         }
     }
 
-    /// Every event that touched write `id`, in order, from the history index (R8.3).
+    /// Every event that touched write `id`, in order, from the history index (R8.3); from the
+    /// archive for a write whose history a compaction moved there, or `.archived` when its segment
+    /// is not present.
     package func history(of id: WriteID) throws -> [RecordedEvent] {
-        try read { reader in
-            try reader.historySequences(of: id).map { sequence in
+        let (events, compaction) = try read { reader -> ([RecordedEvent], Compaction?) in
+            let events = try reader.historySequences(of: id).map { sequence in
                 guard let event = try reader.record(sequence) else {
                     throw OutboxError.damaged(
                         path: path, "the history index names sequence \(sequence), which the log does not hold",
@@ -125,15 +196,30 @@ extension EventLog {
                 }
                 return event
             }
+            return (events, events.isEmpty ? try reader.compaction() : nil)
         }
+        guard events.isEmpty, let compaction else { return events }
+        var absent: ArchiveSegment?
+        for segment in compaction.segments(holding: id) {
+            guard archive.holds(segment) else {
+                absent = absent ?? segment
+                continue
+            }
+            let found = try archive.read(segment, what: "the history of write \(id)") { segment in
+                try segment.history(of: id).map { sequence in
+                    guard let event = try segment.record(sequence) else {
+                        throw OutboxError.damaged(
+                            path: segment.path, "the history index names sequence \(sequence), which the segment does not hold",
+                            sequence: sequence)
+                    }
+                    return event
+                }
+            }
+            if !found.isEmpty { return found }
+        }
+        if let absent { throw archive.missing(absent, what: "the history of write \(id)") }
+        return []
     }
-}
-
-private func hex(_ bytes: some Sequence<UInt8>) -> String {
-    bytes.map { byte in
-        let digits = String(byte, radix: 16)
-        return digits.count == 1 ? "0" + digits : digits
-    }.joined()
 }
 
 /// The queue as it stood after one event, while `EventLog.withState(asOf:)` holds it.

@@ -77,6 +77,11 @@ public enum OutboxEvent: Hashable, Sendable {
     /// The report of a pass the library ran by itself (after an enqueue, when the network came back,
     /// when a wait ran out…), as `sync()` returns its own.
     case automaticPass(SyncReport)
+    /// The library compacted the log by itself, as `OutboxConfiguration.compaction` asks, between
+    /// two passes: what `compact(before:)` would have returned.
+    case automaticCompaction(CompactionReport)
+    /// A compaction the library ran by itself failed; the log is as it was (the next one tries again).
+    case automaticCompactionFailed(OutboxError)
     /// This subscriber fell behind and lost the `count` oldest events before the next one: read the
     /// queue to catch up.
     case missed(count: Int)

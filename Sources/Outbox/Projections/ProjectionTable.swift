@@ -53,6 +53,8 @@ enum MetaKey {
     static let layout = Array("layout".utf8)
     static let applied = Array("applied".utf8)
     static let retryAfterUntil = Array("retryAfterUntil".utf8)
+    /// The last compaction (`Compaction`), when the log has been compacted.
+    static let compaction = Array("compaction".utf8)
 }
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.

@@ -111,6 +111,11 @@ struct Projector<Store: ProjectionStore> {
             for id in cleared.writes { try remove(id) }
         case .localDataCleared(let cleared):
             for id in cleared.writes { try remove(id) }
+        case .logCompacted(let compacted):
+            // The state it holds is loaded by whoever starts a fold at it (`EventLog.load`); folded
+            // on from an earlier event, the projections already hold that state, but for the history
+            // of the writes it archived.
+            try store.set(.meta, MetaKey.compaction, Compaction(snapshot: recorded.sequence, compacted).encoded)
         }
     }
 

@@ -24,6 +24,13 @@ package enum CrashPoint: String, CaseIterable, Sendable {
     case passAnswerBeforeCommit = "pass.answerBeforeCommit"
     /// Inside the transaction that switches the session's user, before the commit.
     case sessionBeforeCommit = "session.beforeCommit"
+    /// A compaction's archive segment written and flushed, before its final name.
+    case compactionSegmentWritten = "compaction.segmentWritten"
+    /// Inside a compaction's transaction, the segment in place and the log's prefix removed, before
+    /// the commit.
+    case compactionBeforeCommit = "compaction.beforeCommit"
+    /// A compaction committed, before the data file is copied without its free pages.
+    case compactionBeforeShrink = "compaction.beforeShrink"
 }
 
 /// Arms one crash point: at its `n`-th pass, `action` runs (by default the process kills itself with

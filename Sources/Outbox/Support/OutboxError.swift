@@ -10,7 +10,7 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Kind: String, CaseIterable, Hashable, Sendable {
             case invalidWrite, noUser, notFound, closed, storage, damaged, alreadyOpen, networkDisabled
-            case rowReadFailed, noTransport, doesNotExist
+            case rowReadFailed, noTransport, doesNotExist, archived, compacted, busy
         }
         let kind: Kind
         /// The write is not valid; nothing was written.
@@ -35,6 +35,14 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let noTransport = Code(kind: .noTransport)
         /// No log at that path (read-only tools never create one).
         public static let doesNotExist = Code(kind: .doesNotExist)
+        /// What was asked for was moved into an archive segment that is not present (deleted, or
+        /// shipped elsewhere).
+        public static let archived = Code(kind: .archived)
+        /// The change feed was asked to resume before the log's compaction: it resumes from its
+        /// snapshot on.
+        public static let compacted = Code(kind: .compacted)
+        /// A pass of this process or another held the log's sync lock for longer than `syncLockWait`.
+        public static let busy = Code(kind: .busy)
         public var description: String { kind.rawValue }
     }
 
@@ -80,6 +88,12 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let alreadyOpen = OutboxError(.alreadyOpen, "already open")
     /// An error of code `noTransport`, to compare with.
     public static let noTransport = OutboxError(.noTransport, "no transport")
+    /// An error of code `archived`, to compare with.
+    public static let archived = OutboxError(.archived, "archived")
+    /// An error of code `compacted`, to compare with.
+    public static let compacted = OutboxError(.compacted, "compacted")
+    /// An error of code `busy`, to compare with.
+    public static let busy = OutboxError(.busy, "busy")
     /// An error of code `doesNotExist`, to compare with.
     public static let doesNotExist = OutboxError(.doesNotExist, "does not exist")
 

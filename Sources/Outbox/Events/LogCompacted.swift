@@ -1,0 +1,148 @@
+/// The log was compacted: the events before `horizon` were moved into the archive's last segment,
+/// but for those of the writes the log still holds whole, and this event holds the projections' state
+/// here, from which a rebuild and `verify` start. Sequence numbers are never reused: the log runs on
+/// without a gap from `horizon`, and this event's sequence is after every event it archived.
+public struct LogCompacted: EventPayload {
+    static let type = EventType.logCompacted
+    /// Every event before this sequence is in the archive; the log holds every one from it on.
+    public var horizon: UInt64
+    /// The archive's segments, oldest first; the last one is this compaction's.
+    public var segments: [ArchiveSegment]
+    /// The projections' state at this event.
+    var state: ProjectionState
+
+    init(horizon: UInt64, segments: [ArchiveSegment], state: ProjectionState) {
+        self.horizon = horizon
+        self.segments = segments
+        self.state = state
+    }
+
+    func encode(into writer: inout some ByteSink) {
+        writer.varint(horizon)
+        writer.array(segments) { $1.encode(into: &$0) }
+        state.encode(into: &writer)
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> LogCompacted {
+        LogCompacted(
+            horizon: try reader.varint(), segments: try reader.array { try ArchiveSegment.decode(from: &$0) },
+            state: try ProjectionState.decode(from: &reader))
+    }
+
+    var writeIDs: [WriteID] { [] }
+    var jsonFields: [String: JSONValue] {
+        [
+            "horizon": .int(Int64(bitPattern: horizon)), "segments": .array(segments.map(\.json)),
+            "stateEntries": .int(state.entries.count),
+        ]
+    }
+}
+
+/// One segment of a log's archive: the events of a range of sequences, moved out of the log by a
+/// compaction, in a file of the log's format (`segment-000001.mdb`, …, in the archive's folder).
+public struct ArchiveSegment: Hashable, Sendable, CustomStringConvertible {
+    /// 1 for the first segment, and one more for each after it.
+    public var number: Int
+    /// The first sequence it holds; it holds every one from there to `lastSequence`, none missing.
+    public var firstSequence: UInt64
+    /// The last sequence it holds.
+    public var lastSequence: UInt64
+    /// The lowest id of the writes whose history it ends (those whose every event is archived by
+    /// now), nil when there are none.
+    public var lowestWrite: WriteID?
+    /// The highest id of the writes whose history it ends, nil when there are none.
+    public var highestWrite: WriteID?
+    /// How many writes' histories it ends.
+    public var writeCount: Int
+    /// SHA-256 over the digest of the segment before it (32 zero bytes for the first) and each of its
+    /// records, sequence and stored bytes: a chain, so a replaced, damaged or missing segment is named.
+    public var digest: [UInt8]
+
+    /// The segment's file name in the archive's folder.
+    public var fileName: String {
+        let digits = String(number)
+        return "segment-" + String(repeating: "0", count: max(0, 6 - digits.count)) + digits + ".mdb"
+    }
+
+    /// Whether the segment ends the history of write `id`: its history is read from this segment.
+    func mayHold(_ id: WriteID) -> Bool {
+        guard let lowestWrite, let highestWrite else { return false }
+        return lowestWrite <= id && id <= highestWrite
+    }
+
+    public var description: String {
+        "segment \(number) (sequences \(firstSequence)–\(lastSequence), \(fileName))"
+    }
+
+    func encode(into writer: inout some ByteSink) {
+        writer.varint(number)
+        writer.varint(firstSequence)
+        writer.varint(lastSequence)
+        writer.optional(lowestWrite) { $0.varint($1.rawValue) }
+        writer.optional(highestWrite) { $0.varint($1.rawValue) }
+        writer.varint(writeCount)
+        writer.data(digest)
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> ArchiveSegment {
+        let segment = ArchiveSegment(
+            number: try reader.int(), firstSequence: try reader.varint(), lastSequence: try reader.varint(),
+            lowestWrite: try reader.optional { try $0.id() }, highestWrite: try reader.optional { try $0.id() },
+            writeCount: try reader.int(), digest: try reader.data())
+        guard segment.digest.count == 32, segment.firstSequence <= segment.lastSequence, segment.number > 0 else {
+            throw DecodeFailure("archive segment \(segment.number) is described badly")
+        }
+        return segment
+    }
+
+    var json: JSONValue {
+        .object([
+            "number": .int(number), "firstSequence": .int(Int64(bitPattern: firstSequence)),
+            "lastSequence": .int(Int64(bitPattern: lastSequence)), "file": .string(fileName),
+            "lowestWrite": .optional(lowestWrite) { .id($0) }, "highestWrite": .optional(highestWrite) { .id($0) },
+            "writeCount": .int(writeCount),
+            "digest": .string(hexDigits(digest)),
+        ])
+    }
+}
+
+/// Every projection's entries, table by table in key order, as the layout stores them: the state a
+/// `logCompacted` event starts the log at.
+struct ProjectionState: Hashable, Sendable {
+    struct Entry: Hashable, Sendable {
+        var table: ProjectionTable
+        var key: [UInt8]
+        var value: [UInt8]
+    }
+
+    /// The projections' layout the bytes are in.
+    var layout: UInt64
+    var entries: [Entry]
+
+    func encode(into writer: inout some ByteSink) {
+        writer.varint(layout)
+        writer.array(entries) { writer, entry in
+            writer.byte(UInt8(entry.table.index))
+            writer.data(entry.key)
+            writer.data(entry.value)
+        }
+    }
+
+    static func decode(from reader: inout ByteReader) throws -> ProjectionState {
+        let layout = try reader.varint()
+        let entries = try reader.array { reader in
+            let index = Int(try reader.byte())
+            guard index < ProjectionTable.allCases.count else { throw DecodeFailure("a snapshot names projection \(index)") }
+            return Entry(table: ProjectionTable.allCases[index], key: try reader.data(), value: try reader.data())
+        }
+        return ProjectionState(layout: layout, entries: entries)
+    }
+}
+
+/// Bytes as lowercase hexadecimal digits.
+func hexDigits(_ bytes: some Sequence<UInt8>) -> String {
+    bytes.map { byte in
+        let digits = String(byte, radix: 16)
+        return digits.count == 1 ? "0" + digits : digits
+    }.joined()
+}

@@ -1,0 +1,231 @@
+internal import OutboxLMDB
+
+/// The log's last compaction, as `meta` keeps it (`MetaKey.compaction`).
+struct Compaction: Hashable, Sendable {
+    /// The sequence of its `logCompacted` event.
+    var snapshot: UInt64
+    /// The log holds every event from here on; those before it are in the archive.
+    var horizon: UInt64
+    var segments: [ArchiveSegment]
+
+    init(snapshot: UInt64, _ compacted: LogCompacted) {
+        self.snapshot = snapshot
+        horizon = compacted.horizon
+        segments = compacted.segments
+    }
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter(capacity: 64 + 64 * segments.count)
+        writer.varint(snapshot)
+        writer.varint(horizon)
+        writer.array(segments) { $1.encode(into: &$0) }
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> Compaction {
+        try bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            let snapshot = try reader.varint()
+            let horizon = try reader.varint()
+            let segments = try reader.array { try ArchiveSegment.decode(from: &$0) }
+            try reader.expectEnd()
+            return Compaction(
+                snapshot: snapshot,
+                LogCompacted(horizon: horizon, segments: segments, state: ProjectionState(layout: 0, entries: [])))
+        }
+    }
+
+    /// The segments that may end write `id`'s history, newest first.
+    func segments(holding id: WriteID) -> [ArchiveSegment] { segments.reversed().filter { $0.mayHold(id) } }
+}
+
+extension StoreReader {
+    /// The log's last compaction; nil when it has none.
+    func compaction() throws -> Compaction? {
+        try value(.meta, MetaKey.compaction).map { try Compaction.decode($0) }
+    }
+}
+
+/// What a compaction did.
+public struct CompactionReport: Hashable, Sendable, CustomStringConvertible {
+    /// The log now holds every event from this sequence on.
+    public let horizon: UInt64
+    /// The sequence of the snapshot it started the log at; nil when nothing was before the horizon.
+    public let snapshot: UInt64?
+    /// The archive segment it wrote; nil when nothing was before the horizon.
+    public let segment: ArchiveSegment?
+    /// Events moved out of the log into the segment.
+    public let archivedEvents: Int
+    /// Writes whose history is now in the archive.
+    public let archivedWrites: Int
+    /// Events before the horizon the log keeps, because they are of writes it still holds.
+    public let keptEvents: Int
+    /// The data file's size on disk before the compaction.
+    public let bytesBefore: Int
+    /// The data file's size on disk after it.
+    public let bytesAfter: Int
+    /// Whether the data file was written again without its free pages. It is not while another
+    /// process has the log open: the next compaction does it.
+    public let fileShrunk: Bool
+
+    public var description: String {
+        guard let segment, let snapshot else {
+            let file =
+                fileShrunk
+                ? "data file \(bytesBefore) → \(bytesAfter) bytes"
+                : "the data file was not rewritten (another process has the log open)"
+            return "nothing before sequence \(horizon) to archive; \(file)"
+        }
+        var text =
+            "archived \(archivedEvents) events and the history of \(archivedWrites) writes into \(segment); the log starts at snapshot \(snapshot) and holds every event from \(horizon) on"
+        if keptEvents > 0 { text += ", and \(keptEvents) earlier events of the writes it still holds" }
+        text += "; data file \(bytesBefore) → \(bytesAfter) bytes"
+        if !fileShrunk { text += " (not shrunk: another process has the log open)" }
+        return text
+    }
+}
+
+extension EventLog {
+    /// Moves the events before `horizon` (all of them when nil) into a new archive segment, but for
+    /// those of writes the log still holds whole (every write the queue holds, and every write with an
+    /// event at or after the horizon), starts the log at a `logCompacted` snapshot of the projections,
+    /// and writes the data file again without its free pages when no other process holds it (R8.5).
+    ///
+    /// The segment is written and flushed before the transaction that removes the prefix commits: a
+    /// crash at any step leaves the old log (and a segment the next compaction replaces) or the new
+    /// one. Runs with no other write of this process in flight (the client holds its writer).
+    package func compact(before horizon: UInt64? = nil, archive: Archive) throws -> CompactionReport {
+        let bytesBefore = try storageErrors(path: path) { try environment.fileSize() }
+        let planned = try storageErrors(path: path) {
+            try environment.write { txn in try compact(txn.unsafeAccess, before: horizon, archive: archive) }
+        }
+        guard let planned else {
+            // Nothing to archive; the file may still hold the free pages of a compaction that could not shrink it.
+            let last = try lastSequence()
+            let held = try read { try $0.compaction()?.horizon } ?? 1
+            let shrunk = try storageErrors(path: path) { try environment.compactFile() }
+            return CompactionReport(
+                horizon: min(horizon ?? last + 1, last + 1, max(held, 1)), snapshot: nil, segment: nil, archivedEvents: 0,
+                archivedWrites: 0, keptEvents: 0, bytesBefore: bytesBefore,
+                bytesAfter: try storageErrors(path: path) { try environment.fileSize() }, fileShrunk: shrunk)
+        }
+        commitMark?.advance(to: planned.snapshot.sequence)
+        didCommit([planned.snapshot])
+        crashPlan?.pass(.compactionBeforeShrink)
+        let shrunk = try storageErrors(path: path) { try environment.compactFile() }
+        let bytesAfter = try storageErrors(path: path) { try environment.fileSize() }
+        return CompactionReport(
+            horizon: planned.horizon, snapshot: planned.snapshot.sequence, segment: planned.segment,
+            archivedEvents: planned.archived, archivedWrites: planned.writes, keptEvents: planned.kept,
+            bytesBefore: bytesBefore, bytesAfter: bytesAfter, fileShrunk: shrunk)
+    }
+
+    private struct Planned {
+        var horizon: UInt64
+        var snapshot: RecordedEvent
+        var segment: ArchiveSegment
+        var archived: Int
+        var writes: Int
+        var kept: Int
+    }
+
+    /// The compaction's transaction; nil when nothing is before the horizon.
+    private func compact(_ access: WriteAccess, before requested: UInt64?, archive: Archive) throws -> Planned? {
+        let log = tables.log
+        let meta = tables[.meta]
+        let history = tables[.history]
+        let path = self.path
+        guard
+            let last = try access.withCursor(log.database, { cursor in try cursor.last { key, _ in try Key.readBigEndian(key) } })
+        else { return nil }
+        let earlier = try access.get(meta, key: MetaKey.compaction).map { try Compaction.decode($0) }
+        let first = earlier?.horizon ?? 1
+        let horizon = min(requested ?? last + 1, last + 1)
+        // Nothing before the horizon, or nothing since the last snapshot (which would archive just it).
+        guard horizon > first, last != earlier?.snapshot else { return nil }
+
+        // The writes the log keeps whole: those the queue holds, and those with an event from the horizon on.
+        var kept = Set<WriteID>()
+        try access.forEach(tables[.writes], prefix: []) { key, _ in
+            kept.insert(WriteID(try Key.readBigEndian(key)))
+            return true
+        }
+        try forEachEvent(in: access, from: horizon, to: last) { event in
+            kept.formUnion(event.event.writeIDs)
+            return true
+        }
+        // The writes whose history ends in this segment: every other write the history index names.
+        var ending: [WriteID: [UInt64]] = [:]
+        var endingKeys: [[UInt8]] = []
+        try access.forEach(history, prefix: []) { key, value in
+            let id = WriteID(try Key.readBigEndian(key))
+            guard !kept.contains(id) else { return true }
+            let sequence = try Key.readBigEndian(key, at: 8)
+            var sequences = [sequence]
+            try value.withUnsafeBytes { bytes in
+                var offsets = ByteReader(bytes)
+                while !offsets.isAtEnd { sequences.append(sequence + (try offsets.varint())) }
+            }
+            ending[id, default: []] += sequences
+            endingKeys.append(key.copiedBytes)
+            return true
+        }
+        // Records before the horizon: kept when they name a kept write; carried into the segment when
+        // they lie before its range and name an ending write.
+        var removed: [UInt64] = []
+        var carried: [(UInt64, [UInt8])] = []
+        var keptCount = 0
+        try access.forEach(log.database, prefix: []) { key, value in
+            let sequence = try Key.readBigEndian(key)
+            guard sequence < horizon else { return false }
+            let names = try Self.decode(value, sequence: sequence, path: path).event.writeIDs
+            if names.contains(where: kept.contains) {
+                keptCount += 1
+            } else {
+                removed.append(sequence)
+            }
+            if sequence < first, names.contains(where: { ending[$0] != nil }) { carried.append((sequence, value.copiedBytes)) }
+            return true
+        }
+        let origin = try access.get(meta, key: MetaKey.origin) ?? []
+        let segment = try archive.write(
+            Archive.Contents(
+                number: (earlier?.segments.count ?? 0) + 1,
+                previousDigest: earlier?.segments.last?.digest ?? Array(repeating: 0, count: 32),
+                origin: origin, first: first, last: horizon - 1,
+                records: { body in
+                    try access.forEach(log.database, prefix: [], from: Key.id(first)) { key, value in
+                        let sequence = try Key.readBigEndian(key)
+                        guard sequence < horizon else { return false }
+                        try body(sequence, value)
+                        return true
+                    }
+                },
+                carried: carried, histories: ending.map { ($0.key, $0.value.sorted()) }),
+            crashPlan: crashPlan)
+        for sequence in removed { _ = try access.delete(log.database, key: Key.id(sequence)) }
+        for key in endingKeys { _ = try access.delete(history, key: key) }
+
+        var state = ProjectionState(layout: projectionLayoutVersion, entries: [])
+        for table in ProjectionTable.allCases {
+            try access.forEach(tables[table], prefix: []) { key, value in
+                if table == .meta, key.starts(with: MetaKey.applied), key.byteCount == MetaKey.applied.count { return true }
+                state.entries.append(.init(table: table, key: key.copiedBytes, value: value.copiedBytes))
+                return true
+            }
+        }
+        let snapshot = RecordedEvent(
+            sequence: last + 1, at: clock.now(),
+            event: .logCompacted(LogCompacted(horizon: horizon, segments: (earlier?.segments ?? []) + [segment], state: state)))
+        _ = try access.put(log, snapshot.sequence, snapshot, options: .append)
+        let store = TransactionStore(access: access, tables: tables)
+        var projector = Projector(store: store)
+        try projector.apply(snapshot)
+        try projector.markApplied(snapshot.sequence)
+        try store.flush()
+        crashPlan?.pass(.compactionBeforeCommit)
+        return Planned(
+            horizon: horizon, snapshot: snapshot, segment: segment, archived: removed.count, writes: ending.count, kept: keptCount
+        )
+    }
+}
