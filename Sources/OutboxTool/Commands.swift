@@ -58,6 +58,8 @@ package enum Commands {
           log     <log> [--from SEQ] [--to SEQ] [--json]
                                                        the events; --json: one JSON object per line
           verify  <log>                                 "ok" (exit 0), or the first problem (exit 1)
+          compact <log> [--before SEQ | --keep-days N] [--archive DIR] [--json]
+                                                       moves the log's prefix into an archive segment
           replay  <log> [--until SEQ] [--json]          the queue and verdict table as they stood after SEQ
           replay  <log> --check-decisions               re-runs the replayer's decisions over the recorded answers
           sync    <log> --url URL [--transport postgrest|contract] [--table T] [--schema S] [--batch N] [--json]
@@ -71,17 +73,17 @@ package enum Commands {
           demo [--keep DIR]                             queues writes, syncs them against the simulated instance,
                                                        shows the reports, the status and one write's history
 
-        <log> is the log's folder, or its data.mdb file. 'outbox <command> --help' says more.
+        <log> is the log's folder, or its data.mdb file. The read-only commands and compact take
+        --archive DIR when the log's archive is not beside it. 'outbox <command> --help' says more.
         Exit status: 0 success, 1 the thing checked is not so, 2 bad usage or an unreadable log.
         """
 
     /// The commands that only read a log, and open it read-only (R8.6), with the options (taking a
     /// value) and flags each takes.
     static let readOnlyGrammar: [String: (options: Set<String>, flags: Set<String>)] = [
-        "queue": (["user"], ["json"]), "history": ([], ["json"]), "why": ([], ["json"]), "report": (["html"], []),
-        "log": (["from", "to"], ["json"]),
-        "verify": ([], []),
-        "replay": (["until"], ["json", "check-decisions"]),
+        "queue": (["user", "archive"], ["json"]), "history": (["archive"], ["json"]), "why": (["archive"], ["json"]),
+        "report": (["html", "archive"], []), "log": (["from", "to", "archive"], ["json"]), "verify": (["archive"], []),
+        "replay": (["until", "archive"], ["json", "check-decisions"]),
     ]
 
     /// The commands that only read a log.
@@ -144,12 +146,24 @@ package enum Commands {
         The events from SEQ to SEQ (inclusive), in order. --json prints one JSON object per line.
         """,
         "verify": """
-        usage: outbox verify <log>
+        usage: outbox verify <log> [--archive DIR]
 
         Re-reads every event, checks each checksum and that sequence numbers have no gaps, folds the
         log into fresh projections and compares them with the stored ones byte for byte. Prints "ok"
         and exits 0, or prints the first problem (naming the file, and the sequence number of a damaged
-        record) and exits 1.
+        record) and exits 1. A compacted log is folded from its snapshot, and each segment of its
+        archive that is present is checked (records, checksums, the chain of digests); one that is not
+        is named as archived elsewhere, which is not a problem.
+        """,
+        "compact": """
+        usage: outbox compact <log> [--before SEQ | --keep-days N] [--archive DIR] [--json]
+
+        Moves the events before sequence SEQ (every event so far by default; with --keep-days, those
+        recorded more than N days ago) into a new segment of the log's archive (DIR, or 'archive' in
+        the log's folder), and starts the log at a snapshot of the queue there. Every write the queue
+        still holds keeps its whole history in the log; 'outbox history' reads the others from the
+        archive. The data file is then written again without the room they took, unless another
+        process has the log open. Refuses a log that does not verify (exit 1).
         """,
         "replay": """
         usage: outbox replay <log> [--until SEQ] [--json]
@@ -282,6 +296,7 @@ package enum Commands {
             case "report": return try report(rest)
             case "log": return try log(rest)
             case "verify": return try verify(rest)
+            case "compact": return try await compact(rest)
             case "scenario": return try await scenario(rest)
             case "demo": return try await demo(rest)
             case "simulate": return try await simulate(rest)
@@ -369,7 +384,7 @@ package enum Commands {
     /// `outbox hold-reader <log>`: a reader that stays inside its read transaction until it is killed.
     static func holdReader(_ words: [String]) throws -> Exit {
         let args = try Arguments(command: "hold-reader", words: words, options: [], flags: [])
-        let inspector = try LogInspector(path: try args.positionals("log")[0])
+        let inspector = try LogInspector(path: try args.positionals("log")[0], archive: args.option("archive"))
         try inspector.holdingARead {
             FileHandle.standardOutput.write(Data("READING\n".utf8))
             _ = FileHandle.standardInput.readDataToEndOfFile()
@@ -379,7 +394,7 @@ package enum Commands {
 
     static func queue(_ words: [String]) throws -> Exit {
         let args = try readOnlyArguments("queue", words)
-        let inspector = try LogInspector(path: try args.positionals("log")[0])
+        let inspector = try LogInspector(path: try args.positionals("log")[0], archive: args.option("archive"))
         // Each write printed as it is read: a queue of 200,000 is never held whole.
         try inspector.forEachWrite(user: args.option("user")) { write in
             say(args.flag("json") ? JSONText.render(Render.json(write)) : Render.line(write))
@@ -397,7 +412,7 @@ package enum Commands {
         let args = try readOnlyArguments("history", words)
         let positionals = try args.positionals("log", "write-id")
         let id = try writeID(positionals[1])
-        let inspector = try LogInspector(path: positionals[0])
+        let inspector = try LogInspector(path: positionals[0], archive: args.option("archive"))
         let events = try inspector.history(of: WriteID(id))
         guard !events.isEmpty else {
             printError("outbox history: \(positionals[0]): the log never held write \(id)")
@@ -411,7 +426,7 @@ package enum Commands {
         let args = try readOnlyArguments("why", words)
         let positionals = try args.positionals("log", "write-id")
         let id = try writeID(positionals[1])
-        let inspector = try LogInspector(path: positionals[0])
+        let inspector = try LogInspector(path: positionals[0], archive: args.option("archive"))
         guard let explanation = try inspector.explain(WriteID(id), now: Timestamp(Date())) else {
             printError(
                 "outbox why: \(positionals[0]): the queue does not hold write \(id) ('outbox history' shows what became of it)")
@@ -424,7 +439,7 @@ package enum Commands {
     static func report(_ words: [String]) throws -> Exit {
         let args = try readOnlyArguments("report", words)
         let path = try args.positionals("log")[0]
-        let inspector = try LogInspector(path: path)
+        let inspector = try LogInspector(path: path, archive: args.option("archive"))
         let progress = ProgressLine("report", total: try? inspector.lastSequence(), json: false)
         let report = try LogReport(path: path, inspector: inspector, progress: progress)
         progress.finish()
@@ -448,7 +463,7 @@ package enum Commands {
         let from = try args.unsigned("from") ?? 1
         let to = try args.unsigned("to") ?? .max
         guard from <= to else { throw UsageError(message: "--from \(from) is after --to \(to)") }
-        let inspector = try LogInspector(path: path)
+        let inspector = try LogInspector(path: path, archive: args.option("archive"))
         try inspector.forEachEvent(from: from, to: to) { event in
             say(args.flag("json") ? JSONText.render(event.json) : Render.line(event))
             return true
@@ -460,7 +475,7 @@ package enum Commands {
         let args = try readOnlyArguments("verify", words)
         let path = try args.positionals("log")[0]
         // A log that cannot be opened is unreadable (exit 2); a problem found inside it is exit 1.
-        let inspector = try LogInspector(path: path)
+        let inspector = try LogInspector(path: path, archive: args.option("archive"))
         let progress = ProgressLine("verify", total: try? inspector.lastSequence(), json: false)
         let report: VerifyReport
         do {
@@ -476,7 +491,7 @@ package enum Commands {
 
     static func replay(_ words: [String]) throws -> Exit {
         let args = try readOnlyArguments("replay", words)
-        let inspector = try LogInspector(path: try args.positionals("log")[0])
+        let inspector = try LogInspector(path: try args.positionals("log")[0], archive: args.option("archive"))
         if args.flag("check-decisions") {
             guard args.option("until") == nil, !args.flag("json") else {
                 throw UsageError(message: "--check-decisions takes no other option")

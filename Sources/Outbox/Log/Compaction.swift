@@ -229,3 +229,29 @@ extension EventLog {
         )
     }
 }
+
+extension CompactionReport {
+    /// The report as JSON, for the tools.
+    package var json: JSONValue {
+        .object([
+            "horizon": .int(Int64(bitPattern: horizon)), "snapshot": .optional(snapshot) { .int(Int64(bitPattern: $0)) },
+            "segment": .optional(segment) { $0.json }, "archivedEvents": .int(archivedEvents),
+            "archivedWrites": .int(archivedWrites), "keptEvents": .int(keptEvents), "bytesBefore": .int(bytesBefore),
+            "bytesAfter": .int(bytesAfter), "fileShrunk": .bool(fileShrunk),
+        ])
+    }
+}
+
+extension EventLog {
+    /// The first sequence from the last compaction's horizon on whose event was recorded at or after
+    /// `time`; one past the last event when none was.
+    package func firstSequence(recordedAtOrAfter time: Timestamp) throws -> UInt64 {
+        let from = try read { try $0.compaction()?.horizon } ?? 1
+        var found: UInt64?
+        try forEachEvent(from: from) { event in
+            if event.at >= time { found = event.sequence }
+            return found == nil
+        }
+        return try found ?? (lastSequence() + 1)
+    }
+}

@@ -4,9 +4,10 @@ package final class LogInspector: Sendable {
     package let log: EventLog
 
     /// Opens the log at `path` read-only. A missing log throws `.doesNotExist`; a foreign or damaged one `.damaged`.
-    package init(path: String) throws {
+    package init(path: String, archive: String? = nil) throws {
         var options = EventLog.Options()
         options.readOnly = true
+        options.archiveFolder = archive
         log = try EventLog(path: path, options: options)
     }
 
