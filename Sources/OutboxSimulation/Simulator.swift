@@ -17,6 +17,8 @@ public struct SimulationResult: Sendable {
     public let crashes: Int
     /// Crashes that were power losses undoing the last commit (`PowerLoss`).
     public let powerLosses: Int
+    /// Compactions that archived something (R8.5).
+    public let compactions: Int
     public let rates: String
 
     public var passed: Bool { failures.isEmpty }
@@ -59,7 +61,7 @@ public enum Simulator {
         return SimulationResult(
             seed: seed, steps: steps, failures: Array(failures.prefix(20)), traceHash: trace, enqueued: run.writes.count,
             applied: run.transport.instance.applied.count, requests: run.requestCount,
-            crashes: run.crashes, powerLosses: run.powerLosses, rates: run.rates.description)
+            crashes: run.crashes, powerLosses: run.powerLosses, compactions: run.compactions, rates: run.rates.description)
     }
 }
 
@@ -132,6 +134,7 @@ struct SimulationRun {
     var failures: [String] = []
     var trace = Trace()
     var crashes = 0
+    var compactions = 0
     /// Crashes that undid a commit (`PowerLoss`), drawn from a generator of their own so that the
     /// workloads of seeds recorded before the storage model existed stay as they were.
     var powerLosses = 0
@@ -140,6 +143,9 @@ struct SimulationRun {
     /// reason: every shape gives the workload of the integer keys the seeds were recorded with.
     let keyShape: RowKeyShape
     var keyRng: SplitMix
+    /// Draws the compactions and their horizons: a stream of its own, so the other draws of a seed are
+    /// what they were before compaction was simulated.
+    var compactionRng: SplitMix
     /// Draws for `cancel` (R6.6), apart from `rng` so that adding it moved no recorded seed's workload.
     var cancelRng: SplitMix
     var stepIndex = 0
@@ -154,6 +160,7 @@ struct SimulationRun {
         var rng = SplitMix(state: seed)
         storageRng = SplitMix(state: seed ^ 0x504F_5745_524C_4F53)
         keyRng = SplitMix(state: seed ^ 0x524F_574B_4559_5321)
+        compactionRng = SplitMix(state: seed ^ 0x434F_4D50_4143_5421)
         cancelRng = SplitMix(state: seed ^ 0x4341_4E43_454C_2121)
         keyShape = RowKeyShape.allCases[keyRng.below(RowKeyShape.allCases.count)]
         rates = FaultRates(&rng)
@@ -223,6 +230,7 @@ struct SimulationRun {
         default: try await advance(seconds: 0)
         }
         await outbox.idle()
+        if compactionRng.chance(0.03) { try await compact() }
         transport.state.withLock { $0.checkTokens() }
         statusTexts.append("\(outbox.syncStatus.value)")
         if index % 25 == 24 { try await verify("I6 (every 25 steps)") }
@@ -444,6 +452,15 @@ struct SimulationRun {
                 removed[id] = Removal(applied: transport.instance.applied.count, request: before)
             }
         }
+    }
+
+    /// Compacts the log before a horizon drawn at random (every event so far, half the time), then
+    /// checks it verifies, archive included (R8.5).
+    mutating func compact() async throws {
+        let last = try outbox.log.lastSequence()
+        let horizon = compactionRng.chance(0.5) ? nil : 1 + UInt64(compactionRng.below(Int(last) + 1))
+        if try await call("compact", { outbox in try await outbox.compact(before: horizon) })?.segment != nil { compactions += 1 }
+        try await verify("I6 (after a compaction)")
     }
 
     mutating func rebuild() async throws {

@@ -56,8 +56,15 @@ extension Commands {
         try await outbox.settleSession(user: "alice", accessToken: AccessToken.unsigned(subject: "alice"))
         let rng = SeededRandomSource(seed: seed &+ UInt64(getpid()))
         for step in 0..<writes {
-            // Every tenth step rebuilds and every tenth (offset) switches user, so each named crash point
-            // is passed at least three times in a 40-step run.
+            // Every tenth step rebuilds, every tenth (offset) switches user and every tenth (offset
+            // again) compacts, so each named crash point is passed at least three times in a 40-step run.
+            if !enqueueOnly, step % 10 == 7 {
+                _ = try await outbox.queue.takeAnswered()
+                // The horizon: every event so far, or one drawn at random (R8.5).
+                let last = try outbox.log.lastSequence()
+                try await outbox.compact(before: rng.next(below: 3) == 0 ? 1 + rng.next(below: last + 1) : nil)
+                continue
+            }
             let roll = enqueueOnly ? 0 : step % 10 == 9 ? 95 : step % 10 == 4 ? 99 : rng.next(below: 100)
             switch roll {
             case 0..<70:

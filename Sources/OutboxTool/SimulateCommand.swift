@@ -44,6 +44,7 @@ extension Commands {
         var ran = 0
         var crashes = 0
         var powerLosses = 0
+        var compactions = 0
         var failed: [SimulationResult] = []
         var next = seeds.startIndex
         await withTaskGroup(of: SimulationResult.self) { group in
@@ -58,6 +59,7 @@ extension Commands {
                 ran += 1
                 crashes += result.crashes
                 powerLosses += result.powerLosses
+                compactions += result.compactions
                 if !result.passed {
                     failed.append(result)
                     say("seed \(result.seed) failed:")
@@ -67,7 +69,7 @@ extension Commands {
                 launch()
             }
         }
-        say("crashes: \(crashes), of which \(powerLosses) power losses undid the last commit")
+        say("crashes: \(crashes), of which \(powerLosses) power losses undid the last commit; \(compactions) compactions")
         say("sim: \(ran) seeds, \(failed.count) failed")
         return failed.isEmpty ? .success : .notSo
     }
