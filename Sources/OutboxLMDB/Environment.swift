@@ -275,6 +275,9 @@ public final class Environment: @unchecked Sendable {
                 try Self.flushFile(isFolder ? path : Self.folder(of: path), path: path)
                 try reopen()
             }
+            // The copy was flushed whole before it took the file's place: no commit in it can be undone
+            // by a power loss (its older meta page is an empty environment's, never one to go back to).
+            lastCommitSkippedMeta.store(false, ordering: .relaxed)
             return true
         }
     }

@@ -504,7 +504,8 @@ struct SimulationRun {
             guard case .writeQueued(let queued)? = history.first?.event, queued.user == write.user, queued.table == write.table,
                 queued.key == write.key, queued.body == write.body
             else {
-                failures.append("I1: write \(id) is not in the log as it was made")
+                let found = history.map { "\($0.sequence) \($0.event.type.name)" }.joined(separator: ", ")
+                failures.append("I1: write \(id) is not in the log as it was made (its history: [\(found)])")
                 return
             }
         }

@@ -205,6 +205,24 @@ extension EventLog {
             crashPlan: crashPlan)
         for sequence in removed { _ = try access.delete(log.database, key: Key.id(sequence)) }
         for key in endingKeys { _ = try access.delete(history, key: key) }
+        // A row's slot that names no kept write, and a dependency between two writes that have both left
+        // the queue, say nothing a reader or the next write to the row reads (both skip writes the queue
+        // no longer holds): they go with the history.
+        var unused: [(Database, [UInt8])] = []
+        try access.forEach(tables[.rows], prefix: []) { key, value in
+            let ids = try value.withUnsafeBytes { raw in
+                var reader = ByteReader(raw)
+                return try reader.ids()
+            }
+            if !ids.contains(where: kept.contains) { unused.append((tables[.rows], key.copiedBytes)) }
+            return true
+        }
+        try access.forEach(tables[.dependents], prefix: []) { key, _ in
+            let pair = (WriteID(try Key.readBigEndian(key)), WriteID(try Key.readBigEndian(key, at: 8)))
+            if !kept.contains(pair.0) && !kept.contains(pair.1) { unused.append((tables[.dependents], key.copiedBytes)) }
+            return true
+        }
+        for (database, key) in unused { _ = try access.delete(database, key: key) }
 
         var state = ProjectionState(layout: projectionLayoutVersion, entries: [])
         for table in ProjectionTable.allCases {
