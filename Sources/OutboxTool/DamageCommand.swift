@@ -121,10 +121,13 @@ extension Commands {
                 if let problem = checkWithTool(scratch) { problems.append("log \(index), page byte \(offset): \(problem)") }
             }
         }
+        let compacted = try await compactedLogDamage(in: root, stride: stride)
+        problems += compacted.problems
         for problem in problems.prefix(30) { say("  " + problem) }
-        let total = counts.records + counts.keys + counts.entries + counts.metas + counts.truncations + counts.pages
+        let total =
+            counts.records + counts.keys + counts.entries + counts.metas + counts.truncations + counts.pages + compacted.cases
         say(
-            "damage: \(total) cases (\(counts.records) record bytes, \(counts.keys) key bytes, \(counts.entries) entry bytes, \(counts.metas) meta bits, \(counts.truncations) truncations, \(counts.pages) page bytes), \(problems.count) failed"
+            "damage: \(total) cases (\(counts.records) record bytes, \(counts.keys) key bytes, \(counts.entries) entry bytes, \(counts.metas) meta bits, \(counts.truncations) truncations, \(counts.pages) page bytes, \(compacted.cases) of a compacted log: its snapshot and records, its archive segment's records, the segment missing), \(problems.count) failed"
         )
         return problems.isEmpty ? .success : .notSo
     }
@@ -249,6 +252,80 @@ extension Commands {
 
     /// Three small logs with every kind of event: writes, a pass with refusals and a lost response, a
     /// release, a withdraw, a discard, answers taken, two users.
+    /// A compacted log (R8.5): every byte of its records, the snapshot among them, flipped (the
+    /// checksum names the sequence); every byte of the records in its archive segment, flipped (`verify`
+    /// names the segment's file); and the segment removed (the log verifies, the segment is named as
+    /// not present, an archived write's history says it is archived).
+    private static func compactedLogDamage(in root: String, stride: Int) async throws -> (cases: Int, problems: [String]) {
+        let path = root + "/compacted"
+        var configuration = OutboxConfiguration(autoSync: false, batchSize: 2)
+        configuration.clock = ManualClock()
+        configuration.random = SeededRandomSource(seed: 7)
+        let outbox = try OutboxClient.open(path: path, transport: SimulatedInstance(), configuration: configuration)
+        try await outbox.settleSession(user: "alice", accessToken: AccessToken.unsigned(subject: "alice"))
+        for n in 0..<8 {
+            try await outbox.enqueue(.upsert(into: "todos", key: ["id": .int(Int64(n))], body: ["n": .int(Int64(n))]))
+        }
+        try await outbox.sync()
+        _ = try await outbox.queue.takeAnswered()
+        try await outbox.enqueue(.insert(into: "todos", key: ["id": 50], body: ["kept": true]))
+        let archived = try LogInspector.records(of: outbox)
+        try await outbox.compact()
+        try await outbox.enqueue(.insert(into: "todos", key: ["id": 51], body: ["after": true]))
+        outbox.close()
+        let segment = path + "/archive/segment-000001.mdb"
+        let original = try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb"))
+        let originalSegment = try Data(contentsOf: URL(fileURLWithPath: segment))
+        let scratch = root + "/scratch-compacted"
+        var cases = 0
+        var problems: [String] = []
+        for record in try LogInspector(path: path).log.storedRecords() {
+            let copies = occurrences(of: record.bytes, in: original)
+            for position in Swift.stride(from: 0, to: record.bytes.count, by: stride) where !copies.isEmpty {
+                var damaged = original
+                for copy in copies { damaged[copy + position] ^= 0x01 }
+                cases += 1
+                try write(damaged, to: scratch)
+                if let problem = checkRecordDamage(scratch, sequence: record.sequence) {
+                    problems.append("compacted log, byte \(position) of record \(record.sequence): \(problem)")
+                }
+            }
+        }
+        for record in archived {
+            let copies = occurrences(of: record.bytes, in: originalSegment)
+            guard !copies.isEmpty else {
+                problems.append("compacted log: record \(record.sequence) is not found in its archive segment")
+                continue
+            }
+            for position in Swift.stride(from: 0, to: record.bytes.count, by: stride) {
+                var damaged = originalSegment
+                for copy in copies { damaged[copy + position] ^= 0x01 }
+                cases += 1
+                try write(original, to: scratch)
+                try FileManager.default.createDirectory(atPath: scratch + "/archive", withIntermediateDirectories: true)
+                try damaged.write(to: URL(fileURLWithPath: scratch + "/archive/segment-000001.mdb"))
+                let report = try LogInspector(path: scratch).verify()
+                if report.isOK || report.problem?.contains("segment-000001.mdb") != true {
+                    problems.append(
+                        "compacted log, byte \(position) of archived record \(record.sequence): verify said \(report)")
+                }
+            }
+        }
+        cases += 1
+        try write(original, to: scratch)
+        let inspector = try LogInspector(path: scratch)
+        let report = try inspector.verify()
+        if !report.isOK || report.segmentsMissing.count != 1 {
+            problems.append("compacted log, its segment missing: verify said \(report)")
+        }
+        do {
+            _ = try inspector.history(of: WriteID(1))
+            problems.append("compacted log, its segment missing: write 1's history read as if whole")
+        } catch let error as OutboxError where error.code == .archived {
+        }
+        return (cases, problems)
+    }
+
     package static func makeSmallLogs(in root: String) async throws -> [String] {
         var logs: [String] = []
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)

@@ -52,6 +52,11 @@ package final class LogInspector: Sendable {
 }
 
 extension LogInspector {
+    /// Every stored record of an open client's log (the damaged-log harness).
+    package static func records(of client: OutboxClient) throws -> [(sequence: UInt64, bytes: [UInt8])] {
+        try client.log.storedRecords()
+    }
+
     /// Runs `body` inside a read transaction (the reader-slot harness: a reader killed there).
     package func holdingARead(_ body: () -> Void) throws { try log.read { _ in body() } }
 
