@@ -147,17 +147,21 @@ package struct Archive: Sendable {
 
     // MARK: - Reading
 
+    /// Opens `segment`'s file read-only; throws `.archived` when it is not there.
+    func open(_ segment: ArchiveSegment, what: String) throws -> Environment {
+        guard holds(segment) else { throw missing(segment, what: what) }
+        var options = Environment.Options()
+        options.readOnly = true
+        let path = path(of: segment)
+        return try storageErrors(path: path) { try Environment(path: path, databases: Self.databaseNames, options: options) }
+    }
+
     /// Runs `body` with a read transaction on `segment`'s file; throws `.archived` when it is not there.
     func read<R>(
         _ segment: ArchiveSegment, what: String, _ body: (SegmentReader) throws -> R
     ) throws -> R {
         let path = path(of: segment)
-        guard holds(segment) else { throw missing(segment, what: what) }
-        var options = Environment.Options()
-        options.readOnly = true
-        let environment = try storageErrors(path: path) {
-            try Environment(path: path, databases: Self.databaseNames, options: options)
-        }
+        let environment = try open(segment, what: what)
         defer { environment.close() }
         return try storageErrors(path: path) {
             try environment.read { txn in
@@ -189,12 +193,7 @@ final class OpenedArchive {
         if let open = opened[segment.number] {
             environment = open
         } else {
-            guard archive.holds(segment) else { throw archive.missing(segment, what: "sequence \(sequence)") }
-            var options = Environment.Options()
-            options.readOnly = true
-            environment = try storageErrors(path: path) {
-                try Environment(path: path, databases: Archive.databaseNames, options: options)
-            }
+            environment = try archive.open(segment, what: "sequence \(sequence)")
             opened[segment.number] = environment
         }
         return try storageErrors(path: path) {

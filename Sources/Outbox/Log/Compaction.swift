@@ -8,10 +8,14 @@ struct Compaction: Hashable, Sendable {
     var horizon: UInt64
     var segments: [ArchiveSegment]
 
-    init(snapshot: UInt64, _ compacted: LogCompacted) {
+    init(snapshot: UInt64, horizon: UInt64, segments: [ArchiveSegment]) {
         self.snapshot = snapshot
-        horizon = compacted.horizon
-        segments = compacted.segments
+        self.horizon = horizon
+        self.segments = segments
+    }
+
+    init(snapshot: UInt64, _ compacted: LogCompacted) {
+        self.init(snapshot: snapshot, horizon: compacted.horizon, segments: compacted.segments)
     }
 
     var encoded: [UInt8] {
@@ -29,9 +33,7 @@ struct Compaction: Hashable, Sendable {
             let horizon = try reader.varint()
             let segments = try reader.array { try ArchiveSegment.decode(from: &$0) }
             try reader.expectEnd()
-            return Compaction(
-                snapshot: snapshot,
-                LogCompacted(horizon: horizon, segments: segments, state: ProjectionState(layout: 0, entries: [])))
+            return Compaction(snapshot: snapshot, horizon: horizon, segments: segments)
         }
     }
 

@@ -58,9 +58,7 @@ extension EventLog {
                 case .event(let event):
                     try projector.apply(event)
                 case .snapshot(let event, let state):
-                    var memory = MemoryProjections()
-                    for entry in state.entries { memory.set(entry.table, entry.key, entry.value) }
-                    projector = Projector(store: memory)
+                    projector = Projector(store: MemoryProjections(state))
                     try projector.apply(event)
                     if case .logCompacted(let compacted) = event.event { lastCompaction = compacted }
                 }
@@ -148,12 +146,11 @@ extension EventLog {
         var count: UInt64 = 0
         // From the last snapshot when it is at or before `sequence`: no archive is read.
         var from: UInt64 = 1
-        if let snapshot = try read({ try $0.compaction()?.snapshot }), snapshot <= sequence,
+        let compaction = try read { try $0.compaction() }
+        if let snapshot = compaction?.snapshot, snapshot <= sequence,
             let event = try read({ try $0.record(snapshot) }), case .logCompacted(let compacted) = event.event
         {
-            var memory = MemoryProjections()
-            for entry in compacted.state.entries { memory.set(entry.table, entry.key, entry.value) }
-            projector = Projector(store: memory)
+            projector = Projector(store: MemoryProjections(compacted.state))
             try projector.apply(event)
             last = snapshot
             from = snapshot + 1
@@ -169,7 +166,6 @@ extension EventLog {
         }
         let memory = projector.store
         // Before the last compaction's horizon, records the log no longer holds are the archive's.
-        let compaction = try read { try $0.compaction() }
         let archived = compaction.map { OpenedArchive(archive, segments: $0.segments) }
         defer { archived?.close() }
         return try read { logReader in

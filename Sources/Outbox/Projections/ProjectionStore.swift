@@ -44,6 +44,13 @@ extension ProjectionStore {
 struct MemoryProjections: ProjectionStore {
     var tables: [ProjectionTable: [[UInt8]: [UInt8]]] = [:]
 
+    init() {}
+
+    /// The projections a snapshot holds.
+    init(_ state: ProjectionState) {
+        for entry in state.entries { set(entry.table, entry.key, entry.value) }
+    }
+
     func value(_ table: ProjectionTable, _ key: StoreKey) -> [UInt8]? { tables[table]?[key.bytes] }
     func value(_ table: ProjectionTable, _ key: [UInt8]) -> [UInt8]? { tables[table]?[key] }
     mutating func set(_ table: ProjectionTable, _ key: StoreKey, _ value: [UInt8]) {
