@@ -1,5 +1,6 @@
 internal import Foundation
 internal import OutboxLMDB
+internal import Synchronization
 
 #if canImport(Glibc)
     internal import Glibc
@@ -19,10 +20,15 @@ internal import OutboxLMDB
 package struct Archive: Sendable {
     /// The archive's folder.
     package let folder: String
+    /// The segments read so far, kept open for the next read.
+    private let opened = OpenedSegments()
 
     static let databaseNames = ["log", "carried", "history", "meta"]
 
     package init(folder: String) { self.folder = folder }
+
+    /// Closes the segments it keeps open.
+    func close() { opened.closeAll() }
 
     /// The archive beside the log at `logPath`: `archive` in a log's folder, or `<file>-archive`
     /// beside a single-file log.
@@ -60,6 +66,8 @@ package struct Archive: Sendable {
         var carried: [(UInt64, [UInt8])]
         /// Every event of each write whose history ends here.
         var histories: [(WriteID, [UInt64])]
+        /// Bytes the segment's file may grow to: the log's data file is never smaller.
+        var sizeHint: Int
     }
 
     /// Writes a segment, flushed, under its final name, and returns its description. A segment of the
@@ -79,7 +87,9 @@ package struct Archive: Sendable {
             throw OutboxError(.storage, "the archive segment \(partial) cannot be created")
         }
         var options = Environment.Options()
-        options.mapSize = 64 << 20
+        // A segment is smaller than the log it comes from; a map that holds it from the start spares
+        // the transaction the reruns that growing the map by doubling would cost.
+        options.mapSize = max(64 << 20, contents.sizeHint)
         let environment = try storageErrors(path: partial) {
             try Environment(path: partial, databases: Self.databaseNames, options: options)
         }
@@ -147,13 +157,23 @@ package struct Archive: Sendable {
 
     // MARK: - Reading
 
-    /// Opens `segment`'s file read-only; throws `.archived` when it is not there.
+    /// `segment`'s file, opened read-only, or kept open since an earlier read while it is the same file;
+    /// throws `.archived` when it is not there.
     func open(_ segment: ArchiveSegment, what: String) throws -> Environment {
-        guard holds(segment) else { throw missing(segment, what: what) }
-        var options = Environment.Options()
-        options.readOnly = true
         let path = path(of: segment)
-        return try storageErrors(path: path) { try Environment(path: path, databases: Self.databaseNames, options: options) }
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            opened.forget(path)
+            throw missing(segment, what: what)
+        }
+        let file = OpenedSegments.File(device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size))
+        return try opened.environment(at: path, file: file) {
+            var options = Environment.Options()
+            options.readOnly = true
+            return try storageErrors(path: path) {
+                try Environment(path: path, databases: Self.databaseNames, options: options)
+            }
+        }
     }
 
     /// Runs `body` with a read transaction on `segment`'s file; throws `.archived` when it is not there.
@@ -162,7 +182,6 @@ package struct Archive: Sendable {
     ) throws -> R {
         let path = path(of: segment)
         let environment = try open(segment, what: what)
-        defer { environment.close() }
         return try storageErrors(path: path) {
             try environment.read { txn in
                 try body(SegmentReader(access: txn.unsafeAccess, environment: environment, path: path, segment: segment))
@@ -171,17 +190,52 @@ package struct Archive: Sendable {
     }
 }
 
-/// The archive's segments opened as they are needed, for reads of many records (the state as of a
-/// sequence before the last compaction); `close` closes them.
-final class OpenedArchive {
-    private let archive: Archive
-    private let segments: [ArchiveSegment]
-    private var opened: [Int: Environment] = [:]
-
-    init(_ archive: Archive, segments: [ArchiveSegment]) {
-        self.archive = archive
-        self.segments = segments
+/// The segment files an archive has opened, kept open: reading the history of an archived write
+/// then costs a lookup, not an open of its file. A file replaced, resized or removed since it was
+/// opened is opened again or reported missing; the one it replaced is closed once its reads end.
+final class OpenedSegments: Sendable {
+    /// What tells one file from the next under the same name.
+    struct File: Equatable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
     }
+
+    private let opened = Mutex<[String: (file: File, environment: Environment)]>([:])
+
+    /// The environment open at `path` when it is still `file`, else the one `open` gives.
+    func environment(at path: String, file: File, open: () throws -> Environment) throws -> Environment {
+        try opened.withLock { opened in
+            if let kept = opened[path] {
+                if kept.file == file { return kept.environment }
+                kept.environment.close()
+                opened[path] = nil
+            }
+            let environment = try open()
+            opened[path] = (file, environment)
+            return environment
+        }
+    }
+
+    /// Closes the file at `path`, when one is open: it is gone.
+    func forget(_ path: String) {
+        opened.withLock { opened in opened.removeValue(forKey: path)?.environment.close() }
+    }
+
+    func closeAll() {
+        let environments = opened.withLock { opened in
+            defer { opened = [:] }
+            return opened.values.map(\.environment)
+        }
+        for environment in environments { environment.close() }
+    }
+}
+
+/// Reads records from the archive's segments by sequence (the state as of a sequence before the
+/// last compaction).
+struct ArchivedRecords {
+    let archive: Archive
+    let segments: [ArchiveSegment]
 
     /// The record at `sequence` from the segment whose range holds it; nil when none does.
     func record(_ sequence: UInt64) throws -> RecordedEvent? {
@@ -189,13 +243,7 @@ final class OpenedArchive {
             return nil
         }
         let path = archive.path(of: segment)
-        let environment: Environment
-        if let open = opened[segment.number] {
-            environment = open
-        } else {
-            environment = try archive.open(segment, what: "sequence \(sequence)")
-            opened[segment.number] = environment
-        }
+        let environment = try archive.open(segment, what: "sequence \(sequence)")
         return try storageErrors(path: path) {
             try environment.read { txn in
                 try Key.id(sequence).withUnsafeBytes { key in
@@ -205,11 +253,6 @@ final class OpenedArchive {
                 }
             }
         }
-    }
-
-    func close() {
-        for environment in opened.values { environment.close() }
-        opened = [:]
     }
 }
 

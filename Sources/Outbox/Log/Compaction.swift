@@ -99,7 +99,9 @@ extension EventLog {
     package func compact(before horizon: UInt64? = nil, archive: Archive) throws -> CompactionReport {
         let bytesBefore = try storageErrors(path: path) { try environment.fileSize() }
         let planned = try storageErrors(path: path) {
-            try environment.write { txn in try compact(txn.unsafeAccess, before: horizon, archive: archive) }
+            try environment.write { txn in
+                try compact(txn.unsafeAccess, before: horizon, archive: archive, logBytes: bytesBefore)
+            }
         }
         guard let planned else {
             // Nothing to archive; the file may still hold the free pages of a compaction that could not shrink it.
@@ -132,7 +134,9 @@ extension EventLog {
     }
 
     /// The compaction's transaction; nil when nothing is before the horizon.
-    private func compact(_ access: WriteAccess, before requested: UInt64?, archive: Archive) throws -> Planned? {
+    private func compact(
+        _ access: WriteAccess, before requested: UInt64?, archive: Archive, logBytes: Int
+    ) throws -> Planned? {
         let log = tables.log
         let meta = tables[.meta]
         let history = tables[.history]
@@ -203,7 +207,7 @@ extension EventLog {
                         return true
                     }
                 },
-                carried: carried, histories: ending.map { ($0.key, $0.value.sorted()) }),
+                carried: carried, histories: ending.map { ($0.key, $0.value.sorted()) }, sizeHint: logBytes),
             crashPlan: crashPlan)
         for sequence in removed { _ = try access.delete(log.database, key: Key.id(sequence)) }
         for key in endingKeys { _ = try access.delete(history, key: key) }

@@ -207,6 +207,7 @@ package final class EventLog: Sendable {
     /// Closes the LMDB environment once running transactions end: the path can be opened again.
     package func close() {
         commitMark?.close()
+        archive.close()
         environment.close()
     }
 

@@ -166,8 +166,7 @@ extension EventLog {
         }
         let memory = projector.store
         // Before the last compaction's horizon, records the log no longer holds are the archive's.
-        let archived = compaction.map { OpenedArchive(archive, segments: $0.segments) }
-        defer { archived?.close() }
+        let archived = compaction.map { ArchivedRecords(archive: archive, segments: $0.segments) }
         return try read { logReader in
             let record: (UInt64) throws -> RecordedEvent? = { sequence in
                 if let found = try logReader.record(sequence) { return found }
