@@ -64,8 +64,9 @@ package struct Archive: Sendable {
         var records: ((UInt64, RawSpan) throws -> Void) throws -> Void
         /// Records before the range, for the writes that end here, in order.
         var carried: [(UInt64, [UInt8])]
-        /// Every event of each write whose history ends here.
-        var histories: [(WriteID, [UInt64])]
+        /// Calls its argument with each write whose history ends here, in id order, and the sequences
+        /// of its every event, in order.
+        var histories: ((WriteID, [UInt64]) throws -> Void) throws -> Void
         /// Bytes the segment's file may grow to: the log's data file is never smaller.
         var sizeHint: Int
     }
@@ -98,6 +99,7 @@ package struct Archive: Sendable {
         let carried = environment.database("carried")
         let history = environment.database("history")
         let meta = environment.database("meta")
+        var writes: (count: Int, lowest: WriteID?, highest: WriteID?) = (0, nil, nil)
         let digest = try storageErrors(path: partial) {
             try environment.write { txn in
                 let access = txn.unsafeAccess
@@ -124,7 +126,9 @@ package struct Archive: Sendable {
                 for (sequence, bytes) in contents.carried {
                     _ = try access.put(carried, key: Key.id(sequence), value: bytes, options: .append)
                 }
-                for (id, sequences) in contents.histories.sorted(by: { $0.0 < $1.0 }) {
+                writes = (0, nil, nil)
+                try contents.histories { id, sequences in
+                    writes = (writes.count + 1, writes.lowest ?? id, id)
                     for sequence in sequences {
                         _ = try access.put(history, key: Key.pair(id.rawValue, sequence), value: [], options: .append)
                     }
@@ -149,10 +153,9 @@ package struct Archive: Sendable {
             throw OutboxError(.storage, "the archive segment \(partial) cannot be renamed: \(String(cString: strerror(errno)))")
         }
         try flushFolder(folder)
-        let ids = contents.histories.map(\.0)
         return ArchiveSegment(
-            number: contents.number, firstSequence: contents.first, lastSequence: contents.last, lowestWrite: ids.min(),
-            highestWrite: ids.max(), writeCount: ids.count, digest: digest)
+            number: contents.number, firstSequence: contents.first, lastSequence: contents.last, lowestWrite: writes.lowest,
+            highestWrite: writes.highest, writeCount: writes.count, digest: digest)
     }
 
     // MARK: - Reading

@@ -161,20 +161,19 @@ extension EventLog {
             return true
         }
         // The writes whose history ends in this segment: every other write the history index names.
-        var ending: [WriteID: [UInt64]] = [:]
-        var endingKeys: [[UInt8]] = []
-        try access.forEach(history, prefix: []) { key, value in
-            let id = WriteID(try Key.readBigEndian(key))
-            guard !kept.contains(id) else { return true }
-            let sequence = try Key.readBigEndian(key, at: 8)
-            var sequences = [sequence]
-            try value.withUnsafeBytes { bytes in
-                var offsets = ByteReader(bytes)
-                while !offsets.isAtEnd { sequences.append(sequence + (try offsets.varint())) }
-            }
-            ending[id, default: []] += sequences
-            endingKeys.append(key.copiedBytes)
+        // Their index entries are read again, in order, as the segment is written; here only their keys.
+        var endingKeys: [(UInt64, UInt64)] = []
+        try access.forEach(history, prefix: []) { key, _ in
+            let id = try Key.readBigEndian(key)
+            if !kept.contains(WriteID(id)) { endingKeys.append((id, try Key.readBigEndian(key, at: 8))) }
             return true
+        }
+        func ends(_ id: WriteID) throws -> Bool {
+            guard !kept.contains(id) else { return false }
+            let prefix = Key.id(id.rawValue)
+            return try access.withCursor(history) { cursor in
+                try cursor.seek(atLeast: prefix) { key, _ in key.starts(with: prefix) }
+            } ?? false
         }
         // Records before the horizon: kept when they name a kept write; carried into the segment when
         // they lie before its range and name an ending write.
@@ -190,7 +189,7 @@ extension EventLog {
             } else {
                 removed.append(sequence)
             }
-            if sequence < first, names.contains(where: { ending[$0] != nil }) { carried.append((sequence, value.copiedBytes)) }
+            if sequence < first, try names.contains(where: ends) { carried.append((sequence, value.copiedBytes)) }
             return true
         }
         let origin = try access.get(meta, key: MetaKey.origin) ?? []
@@ -207,10 +206,36 @@ extension EventLog {
                         return true
                     }
                 },
-                carried: carried, histories: ending.map { ($0.key, $0.value.sorted()) }, sizeHint: logBytes),
+                carried: carried,
+                histories: { body in
+                    // The index holds a write's events under one key each, or a verdict's answers as
+                    // offsets from it: a write's sequences are gathered, then handed on in order.
+                    var id: UInt64?
+                    var sequences: [UInt64] = []
+                    func handOn() throws {
+                        if let id { try body(WriteID(id), sequences.sorted()) }
+                        sequences.removeAll(keepingCapacity: true)
+                    }
+                    try access.forEach(history, prefix: []) { key, value in
+                        let next = try Key.readBigEndian(key)
+                        guard !kept.contains(WriteID(next)) else { return true }
+                        if next != id {
+                            try handOn()
+                            id = next
+                        }
+                        let sequence = try Key.readBigEndian(key, at: 8)
+                        sequences.append(sequence)
+                        try value.withUnsafeBytes { bytes in
+                            var offsets = ByteReader(bytes)
+                            while !offsets.isAtEnd { sequences.append(sequence + (try offsets.varint())) }
+                        }
+                        return true
+                    }
+                    try handOn()
+                }, sizeHint: logBytes),
             crashPlan: crashPlan)
         for sequence in removed { _ = try access.delete(log.database, key: Key.id(sequence)) }
-        for key in endingKeys { _ = try access.delete(history, key: key) }
+        for (id, sequence) in endingKeys { _ = try access.delete(history, key: Key.pair(id, sequence)) }
         // A row's slot that names no kept write, and a dependency between two writes that have both left
         // the queue, say nothing a reader or the next write to the row reads (both skip writes the queue
         // no longer holds): they go with the history.
@@ -249,7 +274,8 @@ extension EventLog {
         try store.flush()
         crashPlan?.pass(.compactionBeforeCommit)
         return Planned(
-            horizon: horizon, snapshot: snapshot, segment: segment, archived: removed.count, writes: ending.count, kept: keptCount
+            horizon: horizon, snapshot: snapshot, segment: segment, archived: removed.count, writes: segment.writeCount,
+            kept: keptCount
         )
     }
 }
