@@ -654,11 +654,14 @@ struct RunningInstance {
     }
 }
 
-/// Runs `body` with a fresh instance, stopped after; nil (and nothing run) when it cannot start.
+/// Runs `body` with a fresh instance, stopped and removed after; false (and nothing run) when it cannot start.
 func withInstance(_ body: (RunningInstance) -> Void) -> Bool {
     let folder = temporaryPath()
     guard let started = instanceScript(["start", folder]) else { return false }
-    defer { _ = instanceScript(["stop", folder]) }
+    defer {
+        _ = instanceScript(["stop", folder])
+        removing(folder)
+    }
     var values: [String: String] = [:]
     for line in started.split(separator: "\n") {
         let parts = line.split(separator: "=", maxSplits: 1)
