@@ -47,10 +47,16 @@ enum QueueOperations {
     /// The user's answered writes that no unanswered write depends on (R6.1), optionally only `ids`.
     static func clearableAnswers(user: String, only ids: Set<WriteID>?, reader: StoreReader) throws -> [(WriteID, WriteEntry)] {
         var found: [(WriteID, WriteEntry)] = []
+        if let ids {
+            // Named ids are looked up, in the list's order: the list may hold millions the app took none of.
+            for id in ids.sorted() where try reader.value(.answered, Key.user(user, id.rawValue)) != nil {
+                if let entry = try reader.entry(id) { found.append((id, entry)) }
+            }
+            return try found.filter { id, _ in try !hasWaitingDependents(id, reader: reader) }
+        }
         var failure: (any Error)?
         try reader.scan(.answered, Key.userPrefix(user), nil) { key, _ in
             let id = try Key.trailingID(key)
-            if let ids, !ids.contains(id) { return true }
             do {
                 if let entry = try reader.entry(id) { found.append((id, entry)) }
             } catch {
