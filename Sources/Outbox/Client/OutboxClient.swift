@@ -22,7 +22,7 @@ public final class OutboxClient: Sendable {
     let tokenProvider: (@Sendable () async throws -> String?)?
     private let session = Mutex(Session())
     private let isClosed = Atomic<Bool>(false)
-    let syncState = Mutex(SyncState())
+    let syncState: Mutex<SyncState>
     let status = Mutex(SyncStatus())
     /// The writes last seen waiting behind a dead or blocked write, and the user they were read for:
     /// each is announced once (`refreshStatus`).
@@ -42,12 +42,14 @@ public final class OutboxClient: Sendable {
 
     private init(
         log: EventLog, transport: (any OutboxTransport)?, configuration: OutboxConfiguration, user: String?,
-        tokenProvider: (@Sendable () async throws -> String?)?
+        tokenProvider: (@Sendable () async throws -> String?)?, retryAfterUntil: Timestamp?
     ) {
         self.log = log
         self.transport = transport
         self.tokenProvider = tokenProvider
         self.configuration = configuration
+        let scheduler = SyncScheduler(startsPasses: configuration.autoSync && transport != nil, retryAfterUntil: retryAfterUntil)
+        syncState = Mutex(SyncState(scheduler: scheduler))
         session.withLock { $0.user = user }
     }
 
@@ -100,8 +102,8 @@ public final class OutboxClient: Sendable {
         let log = try EventLog(path: path, options: options)
         let (user, deadline) = try log.read { (try $0.session()?.user, try $0.retryAfterUntil()) }
         let client = OutboxClient(
-            log: log, transport: transport, configuration: configuration, user: user, tokenProvider: accessToken)
-        if let deadline { client.syncState.withLock { $0.retryAfterUntil = deadline } }
+            log: log, transport: transport, configuration: configuration, user: user, tokenProvider: accessToken,
+            retryAfterUntil: deadline)
         log.observeCommits { [weak client] events in client?.didCommit(events) }
         client.refreshStatus()
         client.trigger(.opened)
@@ -115,11 +117,7 @@ public final class OutboxClient: Sendable {
         guard !isClosed.exchange(true, ordering: .sequentiallyConsistent) else { return }
         log.observeCommits(nil)
         log.close()
-        syncState.withLock { state in
-            state.timer?.cancel()
-            state.timer = nil
-            state.runningPass?.cancel()
-        }
+        perform(schedule(.closed))
         statusUpdates.finish()
         eventStream.finish()
         commits.finish()

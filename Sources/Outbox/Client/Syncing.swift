@@ -1,46 +1,28 @@
 internal import Synchronization
 
-/// The scheduling state of a client (R5): kept in memory only, as [000] keeps it.
+/// What a client keeps to schedule its passes: the scheduler's state, and the tasks and the timer
+/// its actions made. In memory only, as [000] keeps it.
 struct SyncState {
-    struct Waiting {
-        var task: Task<Result<SyncReport, OutboxError>, Never>
-        var automatic: Bool
-    }
-
+    var scheduler: SyncScheduler
     /// The last pass of the chain; a new pass starts after it (at most one runs, R5.1).
     var tail: Task<Result<SyncReport, OutboxError>, Never>?
     /// The pass waiting to run, per table (nil: every table): later callers join it.
-    var waiting: [String?: Waiting] = [:]
-    var isSyncing = false
+    var waiting: [String?: Task<Result<SyncReport, OutboxError>, Never>] = [:]
+    var timer: ClockTimer?
     /// Tasks the client started: `idle()` waits for them.
     var inFlight: [Int: Task<Void, Never>] = [:]
     var nextTaskId = 0
-    /// Backoff after automatic passes stopped by a failure that may pass (R5.3).
-    var backoffStep = 0
-    var timer: ClockTimer?
-    /// No automatic pass before this (Retry-After, capped at one hour).
-    var retryAfterUntil: Timestamp?
-    /// The monitor's word (nil: unknown), and whether the one failed attempt of this offline period was made (R5.4).
-    var monitorOnline: Bool?
-    var offlineAttemptSpent = false
-    /// The network switch (R5.5); not kept across clients.
-    var networkDisabled = false
     /// Users whose local data is being cleared: their passes stop.
     var clearing: Set<String> = []
-    var lastSyncedAt: Timestamp?
-    var lastSyncError: PassFailure?
-    /// Passes started since the client opened (R5.1: triggers that meet a running pass share one).
-    var passesRun = 0
     /// The pass running now, to cancel its request in flight.
     var runningPass: Task<SyncReport, any Error>?
 
+    init(scheduler: SyncScheduler) { self.scheduler = scheduler }
+
+    var passesRun: Int { scheduler.passesRun }
+    var networkDisabled: Bool { scheduler.networkDisabled }
     /// How many entries its collections hold (a client that runs for months must not grow with passes).
     var heldCount: Int { waiting.count + inFlight.count + clearing.count }
-}
-
-/// Why the library may start a pass by itself (R5.2).
-enum Trigger {
-    case enqueued, released, opened, sessionSettled, networkBack, timer
 }
 
 extension OutboxClient {
@@ -56,26 +38,19 @@ extension OutboxClient {
         guard transport != nil else {
             throw OutboxError(.noTransport, "sync sends through a transport, and this client has none")
         }
-        // The app's own pass goes at once and moves no wait; it ends an offline period's silence (R5.3, R5.4).
-        syncState.withLock { $0.offlineAttemptSpent = false }
         return try await requestPass(table: table, automatic: false).get()
     }
 
     func requestPass(table: String?, automatic: Bool) async -> Result<SyncReport, OutboxError> {
         let task = syncState.withLock { state -> Task<Result<SyncReport, OutboxError>, Never> in
-            if var waiting = state.waiting[table] {
-                if !automatic {
-                    waiting.automatic = false
-                    state.waiting[table] = waiting
-                }
-                return waiting.task
-            }
+            let actions = state.scheduler.handle(.passRequested(table: table, automatic: automatic))
+            if actions == [.joinWaitingPass], let waiting = state.waiting[table] { return waiting }
             let previous = state.tail
             let task = Task { [self] in
                 _ = await previous?.value
                 return await runScheduledPass(table: table)
             }
-            state.waiting[table] = SyncState.Waiting(task: task, automatic: automatic)
+            state.waiting[table] = task
             state.tail = task
             return task
         }
@@ -84,23 +59,12 @@ extension OutboxClient {
     }
 
     private func runScheduledPass(table: String?) async -> Result<SyncReport, OutboxError> {
-        let now = configuration.clock.now()
-        let (automatic, held) = syncState.withLock { state -> (Bool, Bool) in
-            let automatic = state.waiting.removeValue(forKey: table)?.automatic ?? false
-            // An automatic pass that waited behind another checks the gates again: that one may have
-            // armed a backoff, received a Retry-After or spent the offline attempt (R5.3, R5.4).
-            let held =
-                automatic
-                && (state.timer != nil || state.retryAfterUntil.map { $0 > now } == true
-                    || (state.monitorOnline == false && state.offlineAttemptSpent) || state.networkDisabled)
-            if !held {
-                state.isSyncing = true
-                state.passesRun += 1
-            }
-            return (automatic, held)
+        let actions = syncState.withLock { state in
+            state.waiting[table] = nil
+            return state.scheduler.handle(.passDue(table: table, now: configuration.clock.now()))
         }
-        if held {
-            if let until = syncState.withLock({ $0.timer == nil ? $0.retryAfterUntil : nil }), until > now { armTimer(at: until) }
+        guard case .runPass(let automatic) = actions.last else {
+            perform(actions)
             return .success(SyncReport())
         }
         refreshStatus()
@@ -117,8 +81,7 @@ extension OutboxClient {
         } catch {
             result = .failure(OutboxError(.storage, "the pass failed: \(error)"))
         }
-        syncState.withLock { $0.isSyncing = false }
-        if case .success(let report) = result { afterPass(report, automatic: automatic) }
+        perform(schedule(.passEnded(try? result.get(), automatic: automatic, now: configuration.clock.now())))
         refreshStatus()
         await compactIfDue()
         return result
@@ -220,51 +183,53 @@ extension OutboxClient {
         let deadline = clock.now().adding(seconds: configuration.syncLockWait)
         while true {
             if case .acquired(let lock) = try SyncLock.attempt(logPath: log.path) { return lock }
-            let now = clock.now()
-            guard now < deadline, !isClosedNow, !syncState.withLock({ $0.networkDisabled }) else { return nil }
-            let next = min(now.adding(seconds: 0.05), deadline)
+            guard !isClosedNow,
+                case .retrySyncLock(let next) = schedule(.syncLockHeld(now: clock.now(), deadline: deadline)).first
+            else { return nil }
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 _ = clock.schedule(at: next) { done.resume() }
             }
         }
     }
 
-    /// Backoff, Retry-After and the offline period after a pass (R5.3, R5.4).
-    private func afterPass(_ report: SyncReport, automatic: Bool) {
-        let now = configuration.clock.now()
-        let delay: Double? = syncState.withLock { state in
-            if let retryAfter = report.retryAfter, retryAfter > 0 {
-                let until = now.adding(seconds: retryAfter)
-                state.retryAfterUntil = max(state.retryAfterUntil ?? until, until)
-            }
-            state.lastSyncError = report.stoppedBy
-            if report.stoppedBy == nil && report.remainingCount == 0 { state.lastSyncedAt = now }
-            guard automatic else { return nil }
-            guard let failure = report.stoppedBy else {
-                state.backoffStep = 0
-                return nil
-            }
-            if failure.kind == .identityChanged { return nil }
-            if failure.kind == .network && state.monitorOnline == false {
-                state.offlineAttemptSpent = true
-                return nil
-            }
-            var delay = min(60, Double(1 << min(state.backoffStep, 6)))
-            state.backoffStep += 1
-            if let until = state.retryAfterUntil { delay = max(delay, Double(until.rawValue - now.rawValue) / 1000) }
-            return delay
-        }
-        if automatic { eventStream.send(.automaticPass(report)) }
-        guard let delay else { return }
-        armTimer(at: now.adding(seconds: delay * jitterFactor()))
+    /// Hands `event` to the scheduler and returns what it says to do.
+    func schedule(_ event: SyncScheduler.Event) -> [SyncScheduler.Action] {
+        syncState.withLock { $0.scheduler.handle(event) }
     }
 
-    /// 1 ± the configured jitter fraction (at most 20 %), drawn from the injected generator.
-    private func jitterFactor() -> Double {
-        let fraction = min(max(configuration.backoffJitter, 0), 0.2)
-        guard fraction > 0 else { return 1 }
+    /// Does what the scheduler said. The actions about the pass whose turn came, the sync lock and
+    /// the network switch's record are done where their events are handled.
+    func perform(_ actions: [SyncScheduler.Action]) {
+        for action in actions {
+            switch action {
+            case .requestAutomaticPass:
+                guard let user = try? owner(), (try? log.read({ try $0.counters(user: user).pending })) ?? 0 > 0 else { continue }
+                track { [self] in _ = await requestPass(table: nil, automatic: true) }
+            case .armTimer(let time):
+                armTimer(at: time)
+            case .armBackoffTimer(let seconds):
+                armTimer(at: configuration.clock.now().adding(seconds: jittered(seconds)))
+            case .cancelTimer:
+                syncState.withLock { state in
+                    state.timer?.cancel()
+                    state.timer = nil
+                }
+            case .cancelRunningPass:
+                syncState.withLock { $0.runningPass?.cancel() }
+            case .reportAutomaticPass(let report):
+                eventStream.send(.automaticPass(report))
+            case .joinWaitingPass, .queuePass, .runPass, .skipPass, .retrySyncLock, .giveUpSyncLock, .recordNetworkSwitch:
+                continue
+            }
+        }
+    }
+
+    /// `seconds` spread by the configured jitter fraction, drawn from the injected generator (no draw
+    /// when there is no jitter).
+    private func jittered(_ seconds: Double) -> Double {
+        guard configuration.backoffJitter > 0 else { return seconds }
         let unit = Double(configuration.random.next() >> 11) / Double(1 << 53)
-        return 1 + fraction * (unit * 2 - 1)
+        return SyncScheduler.jittered(seconds, fraction: configuration.backoffJitter, unit: unit)
     }
 
     private func armTimer(at time: Timestamp) {
@@ -278,37 +243,8 @@ extension OutboxClient {
 
     /// Starts an automatic pass when R5.2–R5.5 allow one now (or arms the timer for when they will).
     func trigger(_ reason: Trigger) {
-        guard configuration.autoSync, transport != nil, !isClosedNow else { return }
-        let now = configuration.clock.now()
-        enum Decision {
-            case run
-            case wait(Timestamp)
-            case nothing
-        }
-        let decision = syncState.withLock { state -> Decision in
-            guard !state.networkDisabled else { return .nothing }
-            switch reason {
-            case .networkBack, .sessionSettled:
-                state.backoffStep = 0
-                state.offlineAttemptSpent = false
-                state.timer?.cancel()
-                state.timer = nil
-            case .timer:
-                state.timer = nil
-            case .enqueued, .released, .opened:
-                if state.timer != nil { return .nothing }
-            }
-            if state.monitorOnline == false && state.offlineAttemptSpent { return .nothing }
-            if let until = state.retryAfterUntil, until > now { return state.timer == nil ? .wait(until) : .nothing }
-            return .run
-        }
-        switch decision {
-        case .nothing: return
-        case .wait(let until): armTimer(at: until)
-        case .run:
-            guard let user = try? owner(), (try? log.read({ try $0.counters(user: user).pending })) ?? 0 > 0 else { return }
-            track { [self] in _ = await requestPass(table: nil, automatic: true) }
-        }
+        guard !isClosedNow else { return }
+        perform(schedule(.triggered(reason, now: configuration.clock.now())))
     }
 
     /// Runs `work` as a task `idle()` waits for.
@@ -350,41 +286,30 @@ extension OutboxClient {
     /// Switches the library's network access off: nothing is sent until `enableNetwork()`; a request
     /// in flight is cancelled (its writes are sent again later, under the same keys) and the running
     /// pass ends; `status.network` reads `disabled` when this returns.
-    public func disableNetwork() async {
-        let changed = syncState.withLock { state -> Bool in
-            defer { state.networkDisabled = true }
-            state.timer?.cancel()
-            state.timer = nil
-            state.runningPass?.cancel()
-            return !state.networkDisabled
-        }
-        refreshStatus()
-        if changed, !isClosedNow {
-            _ = try? await log.append { try $0.append(.networkSwitched(NetworkSwitched(enabled: false))) }
-        }
-    }
+    public func disableNetwork() async { await switchNetwork(enabled: false) }
 
     /// Switches network access back on; with autoSync, a pass follows.
-    public func enableNetwork() async {
-        let changed = syncState.withLock { state -> Bool in
-            defer { state.networkDisabled = false }
-            return state.networkDisabled
-        }
+    public func enableNetwork() async { await switchNetwork(enabled: true) }
+
+    private func switchNetwork(enabled: Bool) async {
+        var actions = schedule(.networkSwitched(enabled: enabled, now: configuration.clock.now()))
+        // The running pass is cancelled before the status says disabled.
+        if !enabled { perform(actions.filter { $0 == .cancelTimer || $0 == .cancelRunningPass }) }
         refreshStatus()
-        guard changed, !isClosedNow else { return }
-        _ = try? await log.append { try $0.append(.networkSwitched(NetworkSwitched(enabled: true))) }
-        trigger(.networkBack)
+        guard !isClosedNow else { return }
+        if let record = actions.firstIndex(of: .recordNetworkSwitch(enabled: enabled)) {
+            actions.remove(at: record)
+            _ = try? await log.append { try $0.append(.networkSwitched(NetworkSwitched(enabled: enabled))) }
+        }
+        if enabled { perform(actions) }
     }
 
     /// The connectivity monitor's word: true online, false offline, nil unknown (a monitor that failed
     /// or ended), which counts as online. A hint, never a gate.
     public func connectivityChanged(online: Bool?) {
-        let cameBack = syncState.withLock { state -> Bool in
-            defer { state.monitorOnline = online }
-            return online != false && state.monitorOnline == false || online == true && state.monitorOnline == nil
-        }
+        let actions = schedule(.connectivityChanged(online: online, now: configuration.clock.now()))
         refreshStatus()
-        if cameBack { trigger(.networkBack) }
+        if !isClosedNow { perform(actions) }
     }
 
     /// Follows a connectivity monitor (on Linux, the app's own sequence of online/offline words) until it
@@ -446,7 +371,7 @@ extension OutboxClient {
     func refreshStatus(after events: [RecordedEvent]? = nil) -> [(WriteID, holder: WriteID)] {
         guard !isClosedNow else { return [] }
         let user = try? owner()
-        let sync = syncState.withLock { $0 }
+        let sync = syncState.withLock { $0.scheduler }
         var newlyHeld: [(WriteID, holder: WriteID)] = []
         let changed = status.withLock { status -> SyncStatus? in
             var next = SyncStatus()
