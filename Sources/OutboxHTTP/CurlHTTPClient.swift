@@ -100,14 +100,19 @@
             if tooLarge { return .failure(.answerTooLarge) }
             switch code {
             case CURLE_OK: break
-            case CURLE_OPERATION_TIMEDOUT: return .failure(.timeout)
+            case CURLE_OPERATION_TIMEDOUT: return .failure(HTTPFailure(.timeout, Self.words(code)))
             case CURLE_ABORTED_BY_CALLBACK: return .failure(.cancelled)
-            default: return .failure(.network)
+            default: return .failure(HTTPFailure(.network, Self.words(code)))
             }
             var status = 0
             _ = outbox_curl_response_code(curl, &status)
             if (300..<400).contains(status) { return .failure(.redirected) }
             return .success(HTTPResponse(status: status, headers: headers, body: body))
+        }
+
+        /// libcurl's words for `code` (they never hold the server's text).
+        static func words(_ code: CURLcode) -> String {
+            "libcurl: \(String(cString: curl_easy_strerror(code))) (CURLcode \(code.rawValue))"
         }
 
         /// A header line of the answer; a status line starts the headers again (after a 100 Continue).

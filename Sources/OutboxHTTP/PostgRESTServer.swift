@@ -148,11 +148,11 @@ struct PostgRESTServer: Sendable {
     /// A request that got no usable response, as the boundary says it: a failure of the request, or
     /// a broken answer for one past the client's limit (R9.6), read no further.
     static func answer(to failure: HTTPFailure) -> RequestAnswer {
-        switch failure {
+        switch failure.code {
         case .timeout: return .failed(RequestFailure(kind: .timeout))
-        case .network, .cancelled: return .failed(RequestFailure(kind: .network))
         case .redirected: return .failed(RequestFailure(kind: .http, status: 502, code: "redirect_refused"))
         case .answerTooLarge: return .contractBroken("an answer longer than the client reads (its limit)")
+        default: return .failed(RequestFailure(kind: .network))
         }
     }
 }

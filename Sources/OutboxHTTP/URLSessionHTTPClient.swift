@@ -69,9 +69,9 @@ public final class URLSessionHTTPClient: HTTPClient, Sendable {
     private static func failure(_ error: any Error) -> HTTPFailure {
         let code = (error as? URLError)?.code ?? URLError.Code(rawValue: (error as NSError).code)
         switch code {
-        case .timedOut: return .timeout
-        case .cancelled: return .cancelled
-        default: return .network
+        case .timedOut: return HTTPFailure(.timeout, error.localizedDescription, cause: error)
+        case .cancelled: return HTTPFailure(.cancelled, error.localizedDescription, cause: error)
+        default: return HTTPFailure(.network, error.localizedDescription, cause: error)
         }
     }
 }

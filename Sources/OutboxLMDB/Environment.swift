@@ -66,6 +66,7 @@ public final class Environment: @unchecked Sendable {
     private let resizeLock = ReadWriteLock()
     private let writer = PlainLock()
     private let commits = Atomic<Int>(0)
+    private let transactionsFromTasks = Atomic<Int>(0)
     private let lastCommitSkippedMeta = Atomic<Bool>(false)
     private let databases: [String: Database]
     private let mapSizeNow: Mutex<Int>
@@ -204,6 +205,14 @@ public final class Environment: @unchecked Sendable {
 
     /// How many write transactions this environment has committed (tests count commits, not time).
     package var commitCount: Int { commits.load(ordering: .relaxed) }
+
+    /// How many transactions began in a task's synchronous code, blocking a thread of Swift's pool
+    /// (tests: the outbox makes none).
+    package var transactionsBegunFromTasks: Int { transactionsFromTasks.load(ordering: .relaxed) }
+
+    private func countIfFromTask() {
+        if withUnsafeCurrentTask(body: { $0 != nil }) { transactionsFromTasks.add(1, ordering: .relaxed) }
+    }
 
     /// Whether the last commit was made `.withoutMetaSync`: an OS crash or power loss now could undo that
     /// one commit (and only it: the next commit's data flush also flushes this commit's meta page). The
@@ -356,6 +365,7 @@ public final class Environment: @unchecked Sendable {
 
     /// Runs `body` in a read-only transaction (a consistent snapshot).
     public func read<R>(_ body: (borrowing ReadTransaction) throws -> R) throws -> R {
+        countIfFromTask()
         while true {
             let outcome: R? = try resizeLock.withShared {
                 try checkOpen()
@@ -375,6 +385,7 @@ public final class Environment: @unchecked Sendable {
     /// runs again, so it must have no effect outside the transaction. Writes of one process are serial.
     public func write<R>(sync: CommitSync = .standard, _ body: (borrowing WriteTransaction) throws -> R) throws -> R {
         precondition(!isReadOnly, "write on a read-only environment")
+        countIfFromTask()
         return try writer.withLock { () throws -> R in
             while true {
                 do {

@@ -74,6 +74,13 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
         default: return false
         }
     }
+    /// The data file is a device, a pipe or a socket.
+    public var isNotARegularFile: Bool { if case .notARegularFile = kind { return true } else { return false } }
+    /// LMDB found a damaged page (`MDB_CORRUPTED`, `MDB_PAGE_NOTFOUND`), not a foreign or newer file.
+    public var isDamagedPages: Bool {
+        guard case .lmdb(let code, _) = kind else { return false }
+        return code == MDB_CORRUPTED || code == MDB_PAGE_NOTFOUND
+    }
     /// This user may not read (or write) the log's files.
     public var isPermissionDenied: Bool { if case .permissionDenied = kind { return true } else { return false } }
     /// LMDB found an invalid page or file header (`MDB_CORRUPTED`, `MDB_INVALID`, `MDB_PAGE_NOTFOUND`, `MDB_VERSION_MISMATCH`).
@@ -82,41 +89,42 @@ public struct LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
         return code == MDB_CORRUPTED || code == MDB_INVALID || code == MDB_PAGE_NOTFOUND || code == MDB_VERSION_MISMATCH
     }
 
-    public var description: String {
+    /// What failed, in LMDB's words, without the path.
+    public var reason: String {
         switch kind {
         case .lmdb(let code, let call):
             let text = String(cString: mdb_strerror(code))
             if code == MDB_INVALID || code == MDB_VERSION_MISMATCH {
-                return "\(path): not an LMDB file of a version this build reads (\(call): \(text))"
+                return "not an LMDB file of a version this build reads (\(call): \(text))"
             }
             if code == MDB_CORRUPTED || code == MDB_PAGE_NOTFOUND {
-                return "\(path): the LMDB page structure is damaged (\(call): \(text)); restore the log from a copy"
+                return "the LMDB page structure is damaged (\(call): \(text))"
             }
-            return "\(path): \(call) failed: \(text) (LMDB code \(code))"
+            return "\(call) failed: \(text) (LMDB code \(code))"
         case .alreadyOpen:
-            return "\(path): already open in this process; share the one open client instead of opening it again"
+            return "already open in this process (LMDB allows one environment a file in a process)"
         case .missingDatabase(let name):
-            return "\(path): not an outbox log (it has no '\(name)' database), or its layout is damaged"
+            return "it has no '\(name)' database"
         case .system(let code, let call):
-            return "\(path): \(call) failed: \(String(cString: strerror(code)))"
+            return "\(call) failed: \(String(cString: strerror(code)))"
         case .doesNotExist:
-            return "\(path): no log here (nothing is created by a read-only open)"
+            return "no LMDB environment here (a read-only open creates none)"
         case .keyTooLong(let length):
-            return "\(path): a key of \(length) bytes is longer than LMDB accepts"
+            return "a key of \(length) bytes is longer than LMDB accepts"
         case .closed:
-            return "\(path): the environment is closed"
+            return "the environment is closed"
         case .emptyFile:
-            return
-                "\(path): not an outbox log: the data file is empty (a creation that did not complete; an app's open creates the log)"
+            return "the data file is empty"
         case .notARegularFile(let file):
-            return "\(path): not an outbox log: \(file) is not a regular file"
+            return "\(file) is not a regular file"
         case .permissionDenied(let file, let access):
-            return "\(path): permission denied: this user may not \(access) \(file)"
+            return "permission denied: this user may not \(access) \(file)"
         case .unreadableHeader(let code):
-            return
-                "\(path): not a readable LMDB file: its header does not read (mdb_env_open: \(String(cString: mdb_strerror(code)))); the file is damaged or not a log"
+            return "not a readable LMDB file: its header does not read (mdb_env_open: \(String(cString: mdb_strerror(code))))"
         }
     }
+
+    public var description: String { "\(path): \(reason)" }
 }
 
 @inline(__always)

@@ -88,6 +88,17 @@ struct HTTPClientPromiseTests {
         #expect(elsewhere.received.isEmpty)
     }
 
+    // A failure is a code to compare and libcurl's own words, never the server's text.
+    @Test func aFailureSaysWhatLibcurlSaid() async throws {
+        let server = try MisbehavingServer([.answer(Self.ok), .close])
+        defer { server.stop() }
+        let client = CurlHTTPClient()
+        _ = try await client.send(Self.post(server), timeout: 10)
+        let failure = try await #require(throws: HTTPFailure.self) { try await client.send(Self.post(server), timeout: 10) }
+        #expect(failure.code == .network && failure == .network && failure != .timeout)
+        #expect(failure.message.hasPrefix("libcurl: ") && failure.message.contains("CURLcode"), "\(failure.message)")
+    }
+
     // Through the transport: an answer past the limit is a broken answer, the write stays pending.
     @Test func anAnswerPastTheLimitIsABrokenAnswer() async throws {
         let server = try MisbehavingServer([

@@ -24,7 +24,7 @@ extension OutboxClient {
         defer { withExtendedLifetime(lock) {} }
         let log = self.log
         let report = try await log.committer.exclusive { try log.compact(before: horizon, archive: log.archive) }
-        refreshStatus()
+        await refreshStatusOffPool()
         return report
     }
 
@@ -45,7 +45,7 @@ extension OutboxClient {
         } catch let error as OutboxError {
             eventStream.send(.automaticCompactionFailed(error))
         } catch {
-            eventStream.send(.automaticCompactionFailed(OutboxError(.storage, "the compaction failed: \(error)")))
+            eventStream.send(.automaticCompactionFailed(OutboxError(.storage, "the compaction failed: \(error)", cause: error)))
         }
     }
 }

@@ -27,6 +27,9 @@ public final class OutboxClient: Sendable {
     /// The writes last seen waiting behind a dead or blocked write, and the user they were read for:
     /// each is announced once (`refreshStatus`).
     let heldBehind = Mutex<(user: String?, holders: Explainer.Holders)>((nil, Explainer.Holders()))
+    /// The pending writes of the user the status was last read for: whether an automatic pass has
+    /// anything to send, known without a read of the log.
+    let ownerPending = Mutex<(user: String?, count: Int)>((nil, 0))
     let statusUpdates = Broadcast<SyncStatus>()
     let eventStream = Broadcast<OutboxEvent>(missed: { .missed(count: $0) })
     /// Wakes the change feeds after each commit.
@@ -74,7 +77,8 @@ public final class OutboxClient: Sendable {
         do {
             try FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
         } catch {
-            throw OutboxError(.storage, "\(parent.path): the folder for the log cannot be made: \(error.localizedDescription)")
+            throw OutboxError(
+                .storage, "\(parent.path): the folder for the log cannot be made: \(error.localizedDescription)", cause: error)
         }
         // Off Swift's pool: opening may create the log, or rebuild the projections of an older layout.
         return try await DispatchQueue.global(qos: .userInitiated).run {
@@ -162,7 +166,7 @@ public final class OutboxClient: Sendable {
             $0.accessToken = accessToken
             $0.settledHere = true
         }
-        refreshStatus()
+        await refreshStatusOffPool()
         trigger(.sessionSettled)
     }
 

@@ -186,8 +186,10 @@ public struct OutboxQueue: Sendable {
         } catch let error as OutboxError {
             throw error
         } catch {
+            // The transport's error is kept as the cause, never in the message: it may carry the server's text.
             throw OutboxError(
-                .rowReadFailed, "reading the row of write \(id) from the instance failed; nothing changed", writeID: id)
+                .rowReadFailed, "reading the row of write \(id) from the instance failed; nothing changed", writeID: id,
+                cause: error)
         }
         // What the instance holds is recorded in the log: it must read back like any write's body.
         guard row.isFinite, JSONText.render(row).utf8.count <= Write.maxJSONBytes else {

@@ -67,7 +67,7 @@ extension OutboxClient {
             perform(actions)
             return .success(SyncReport())
         }
-        refreshStatus()
+        publishSchedulingStatus()
         let result: Result<SyncReport, OutboxError>
         // The pass runs as a task of its own, which close(), disableNetwork() and clearLocalData cancel:
         // a request in flight is cancelled (its keys are resent later).
@@ -79,10 +79,10 @@ extension OutboxClient {
         } catch let error as OutboxError {
             result = .failure(error)
         } catch {
-            result = .failure(OutboxError(.storage, "the pass failed: \(error)"))
+            result = .failure(OutboxError(.storage, "the pass failed: \(error)", cause: error))
         }
         perform(schedule(.passEnded(try? result.get(), automatic: automatic, now: configuration.clock.now())))
-        refreshStatus()
+        publishSchedulingStatus()
         await compactIfDue()
         return result
     }
@@ -91,20 +91,20 @@ extension OutboxClient {
         try checkOpen()
         guard let transport, let user = try? owner() else { return SyncReport() }
         if syncState.withLock({ $0.networkDisabled }) || !canSend {
-            return try unsentReport(user: user, stoppedBy: nil)
+            return try await unsentReport(user: user, stoppedBy: nil)
         }
         let token: String?
         switch try await resolveToken(for: user) {
         case .token(let resolved): token = resolved
-        case .none: return try unsentReport(user: user, stoppedBy: PassFailure(kind: .noToken))
+        case .none: return try await unsentReport(user: user, stoppedBy: PassFailure(kind: .noToken))
         case .otherUser:
             let stopped = PassFailure(kind: .identityChanged)
             eventStream.send(.passStopped(stopped))
-            return try unsentReport(user: user, stoppedBy: stopped)
+            return try await unsentReport(user: user, stoppedBy: stopped)
         }
         // R5.7: one pass a log at a time, across processes; the lock is held until the last answer is recorded.
         guard let lock = try await acquireSyncLock() else {
-            return try unsentReport(user: user, stoppedBy: PassFailure(kind: .busy))
+            return try await unsentReport(user: user, stoppedBy: PassFailure(kind: .busy))
         }
         defer { withExtendedLifetime(lock) {} }
         var refresh: (@Sendable () async -> String?)?
@@ -136,10 +136,10 @@ extension OutboxClient {
 
     /// The report of a pass that sent nothing: why, if anything stopped it, and what is still pending
     /// (blocked too, when a token of another user latched the soft block, R7.3).
-    private func unsentReport(user: String, stoppedBy: PassFailure?) throws -> SyncReport {
+    private func unsentReport(user: String, stoppedBy: PassFailure?) async throws -> SyncReport {
         var report = SyncReport()
         report.stoppedBy = stoppedBy
-        report.remainingCount = try log.read { try $0.counters(user: user).pending }
+        report.remainingCount = try await read { try $0.counters(user: user).pending }
         if stoppedBy?.kind == .identityChanged { report.blockedCount = report.remainingCount }
         return report
     }
@@ -168,12 +168,12 @@ extension OutboxClient {
     /// when the session does not say so already.
     private func latchIdentity(user: String, changed: Bool) async throws {
         let settled = SessionSettled(user: user, identityChanged: changed)
-        let current = try log.read { try $0.session() }
+        let current = try await read { try $0.session() }
         guard current?.user == user, current != settled else { return }
+        // Its commit refreshes the status.
         try await log.append { appender in
             if try appender.reader.session() != settled { try appender.append(.sessionSettled(settled)) }
         }
-        refreshStatus()
     }
 
     /// The log's sync lock (R5.7), waiting for a pass of another process up to `syncLockWait`
@@ -203,7 +203,8 @@ extension OutboxClient {
         for action in actions {
             switch action {
             case .requestAutomaticPass:
-                guard let user = try? owner(), (try? log.read({ try $0.counters(user: user).pending })) ?? 0 > 0 else { continue }
+                // The count the status read after the last commit: no read of the log here, which may run on Swift's pool.
+                guard let user = try? owner(), ownerPending.withLock({ $0.user == user ? $0.count : 0 }) > 0 else { continue }
                 track { [self] in _ = await requestPass(table: nil, automatic: true) }
             case .armTimer(let time):
                 armTimer(at: time)
@@ -295,7 +296,7 @@ extension OutboxClient {
         var actions = schedule(.networkSwitched(enabled: enabled, now: configuration.clock.now()))
         // The running pass is cancelled before the status says disabled.
         if !enabled { perform(actions.filter { $0 == .cancelTimer || $0 == .cancelRunningPass }) }
-        refreshStatus()
+        publishSchedulingStatus()
         guard !isClosedNow else { return }
         if let record = actions.firstIndex(of: .recordNetworkSwitch(enabled: enabled)) {
             actions.remove(at: record)
@@ -308,7 +309,7 @@ extension OutboxClient {
     /// or ended), which counts as online. A hint, never a gate.
     public func connectivityChanged(online: Bool?) {
         let actions = schedule(.connectivityChanged(online: online, now: configuration.clock.now()))
-        refreshStatus()
+        publishSchedulingStatus()
         if !isClosedNow { perform(actions) }
     }
 
@@ -366,14 +367,14 @@ extension OutboxClient {
     /// Reads the counts together and publishes the status if it changed. After close it keeps its value.
     /// Returns the writes that started waiting behind a dead or blocked write since the last refresh,
     /// each with the write that holds it, for the events stream. After `events` were committed, the
-    /// holders are read again only when those events may have changed them.
+    /// holders are read again only when those events may have changed them. It reads the log: called
+    /// after each commit (on the committer's queue) and otherwise off Swift's pool.
     @discardableResult
     func refreshStatus(after events: [RecordedEvent]? = nil) -> [(WriteID, holder: WriteID)] {
         guard !isClosedNow else { return [] }
         let user = try? owner()
-        let sync = syncState.withLock { $0.scheduler }
         var newlyHeld: [(WriteID, holder: WriteID)] = []
-        let changed = status.withLock { status -> SyncStatus? in
+        publishStatus { _ in
             var next = SyncStatus()
             let known = heldBehind.withLock { $0 }
             let stillKnown = known.user == user && events.map { !known.holders.mayChange(after: $0) } == true
@@ -396,6 +397,7 @@ extension OutboxClient {
                     next.blockedCount += counters.pending
                     next.pendingCount = 0
                 }
+                ownerPending.withLock { $0 = (user, counters.pending) }
                 // Taken under the status's lock, so two refreshes never both announce one write.
                 newlyHeld = heldBehind.withLock { known in
                     defer { known = (user, holders) }
@@ -403,6 +405,29 @@ extension OutboxClient {
                         .map { ($0.key, holder: $0.value) }
                 }
             }
+            return next
+        }
+        return newlyHeld
+    }
+
+    /// Runs `refreshStatus()` on the log's read threads, for the calls that run on Swift's pool.
+    func refreshStatusOffPool() async {
+        _ = try? await log.reads.run { [self] in _ = refreshStatus() }
+    }
+
+    /// Publishes the status with the scheduler's part as it is now and the counts as last read (they
+    /// change only by commits, after each of which `refreshStatus` reads them): reads nothing from the log.
+    func publishSchedulingStatus() {
+        guard !isClosedNow else { return }
+        publishStatus { $0 }
+    }
+
+    /// Publishes `counted(status)` with the scheduler's part as it is now, if that changed the status.
+    /// The scheduler is read under the status's lock, so the last status published has its latest part.
+    private func publishStatus(_ counted: (SyncStatus) -> SyncStatus) {
+        let changed = status.withLock { status -> SyncStatus? in
+            var next = counted(status)
+            let sync = syncState.withLock { $0.scheduler }
             next.network = sync.networkDisabled ? .disabled : sync.monitorOnline.map { $0 ? .online : .offline } ?? .unknown
             next.isSyncing = sync.isSyncing
             next.lastSyncedAt = sync.lastSyncedAt
@@ -412,7 +437,6 @@ extension OutboxClient {
             return next
         }
         if let changed { statusUpdates.send(changed) }
-        return newlyHeld
     }
 
     /// Called after every commit of the log.

@@ -120,6 +120,9 @@ package final class EventLog: Sendable {
     /// LMDB's meta page (R2.3). The simulation's storage model asks before it takes a commit back.
     package var lastCommitMayBeUndoneByPowerLoss: Bool { environment.lastCommitSkippedMetaSync }
 
+    /// Transactions on the log begun in a task's synchronous code, on Swift's pool (tests: none).
+    package var transactionsBegunFromTasks: Int { environment.transactionsBegunFromTasks }
+
     /// Makes the last commit durable, when it was made without the meta sync (R2.3).
     func makeLastCommitDurable() throws {
         guard environment.lastCommitSkippedMetaSync else { return }
@@ -376,7 +379,7 @@ package final class EventLog: Sendable {
         do {
             return try RecordCodec.decode(bytes, sequence: sequence)
         } catch {
-            throw OutboxError.damagedRecord(path: path, sequence: sequence, reason: error.reason)
+            throw OutboxError.damagedRecord(path: path, sequence: sequence, reason: error.reason, cause: error)
         }
     }
 

@@ -107,9 +107,11 @@ struct Pass: Sendable {
 
     func run() async throws -> SyncReport {
         var report = SyncReport()
-        if let session = try log.read({ try $0.session() }), session.identityChanged, session.user == user {
+        if let session = try await offPool({ [log] in try log.read { try $0.session() } }), session.identityChanged,
+            session.user == user
+        {
             report.stoppedBy = PassFailure(kind: .identityChanged)
-            report.remainingCount = try remaining()
+            report.remainingCount = try await remaining()
             // R7.3: they count as blocked while the session is latched.
             report.blockedCount = report.remainingCount
             return report
@@ -119,9 +121,9 @@ struct Pass: Sendable {
         // that records the answer before it, so a batch costs one commit (R2.3: pass events with
         // MDB_NOMETASYNC), and its `attemptStarted` is committed before it is sent (R4.6). What the
         // transport says of the writes is asked between transactions (`Prepared`).
-        var prepared = try prepare(lookahead(after: Progress(), sending: nil))
+        var prepared = try await offPool { [self] in try prepare(lookahead(after: Progress(), sending: nil)) }
         var first = Progress()
-        first.watermark = try acknowledgedWatermark(after: nil)
+        first.watermark = try await acknowledgedWatermark(after: nil)
         var (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared, first] appender in
             var progress = first
             let step = try next(&appender, &progress, prepared)
@@ -137,8 +139,8 @@ struct Pass: Sendable {
             case .ended:
                 break passing
             case .prepare(let lookup):
-                prepared = try prepare(lookup)
-                carried.watermark = try acknowledgedWatermark(after: carried.watermark)
+                prepared = try await offPool { [self] in try prepare(lookup) }
+                carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
                 (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared, carried] appender in
                     var progress = carried
                     let step = try next(&appender, &progress, prepared)
@@ -148,8 +150,8 @@ struct Pass: Sendable {
             case .send(let sending):
                 // A power loss may undo the last commit: the request must not go ahead of the answers
                 // it follows while they could be lost, or a resend of them would come after it (R9.3).
-                if progress.flushBeforeSend { try log.makeLastCommitDurable() }
-                prepared = try prepare(lookahead(after: progress, sending: sending))
+                if progress.flushBeforeSend { try await offPool { [log] in try log.makeLastCommitDurable() } }
+                prepared = try await offPool { [self, progress] in try prepare(lookahead(after: progress, sending: sending)) }
                 let watermark = progress.watermark.flatMap { $0 > 0 ? WriteID($0) : nil }
                 let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic, acknowledgedWatermark: watermark)
                 var answer = await transport.send(batch, accessToken: token)
@@ -168,7 +170,7 @@ struct Pass: Sendable {
                 let received = answer
                 log.crashPlan?.pass(.passAfterSend)
                 try checkAlive()
-                carried.watermark = try acknowledgedWatermark(after: carried.watermark)
+                carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
                 (progress, step) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) {
                     [self, prepared, carried] appender in
                     var progress = carried
@@ -183,19 +185,28 @@ struct Pass: Sendable {
         report.stoppedBy = progress.stoppedBy
         report.retryAfter = progress.stoppedBy?.retryAfter
         let planner = Planner(user: user, table: table, batchSize: batchSize, done: [])
-        (report.heldCount, report.heldBehindOtherTablesCount, report.heldBehindDeadOrBlockedCount) = try log.read {
-            let (held, behindOtherTables) = try planner.heldCounts($0)
-            return (held, behindOtherTables, try Explainer.holders(user: user, reader: $0).held.count)
+        (report.heldCount, report.heldBehindOtherTablesCount, report.heldBehindDeadOrBlockedCount) = try await offPool {
+            [log, user] in
+            try log.read {
+                let (held, behindOtherTables) = try planner.heldCounts($0)
+                return (held, behindOtherTables, try Explainer.holders(user: user, reader: $0).held.count)
+            }
         }
-        report.remainingCount = try remaining()
+        report.remainingCount = try await remaining()
         return report
     }
 
     /// The acknowledged watermark of the log as committed now (R8.9), for the request the next planning
     /// commit plans, when the transport prunes by it and commits reach the disk; nil otherwise.
-    private func acknowledgedWatermark(after known: UInt64?) throws -> UInt64? {
+    private func acknowledgedWatermark(after known: UInt64?) async throws -> UInt64? {
         guard transport.prunesByWatermark, log.commitsAreDurableAsFull else { return nil }
-        return try log.read { try Watermark.acknowledged($0, from: known ?? 0) }
+        return try await offPool { [log] in try log.read { try Watermark.acknowledged($0, from: known ?? 0) } }
+    }
+
+    /// Runs `body` on the log's read threads: the pass runs on Swift's pool, where no thread may wait
+    /// on LMDB or the disk.
+    private func offPool<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await log.reads.run(body)
     }
 
     /// Notes whether the request `step` sends may follow (R2.2) a write given a verdict in this
@@ -369,8 +380,8 @@ struct Pass: Sendable {
     }
 
     /// The user's writes still pending.
-    private func remaining() throws -> Int {
-        try log.read { try $0.counters(user: user).pending }
+    private func remaining() async throws -> Int {
+        try await offPool { [log, user] in try log.read { try $0.counters(user: user).pending } }
     }
 
     /// The requests of a batch, and the writes that can no longer be made into one (R4.3 "unmade"),

@@ -54,12 +54,32 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     public let writeID: WriteID?
     /// The log sequence number of a damaged record, if that is the problem.
     public let sequence: UInt64?
+    /// The error underneath, when another one caused this: LMDB's (`LMDBError`, in LMDB's words), the
+    /// file system's, a transport's. For the app's own diagnostics: it is not part of `message`, and
+    /// a transport's error may carry what its server said.
+    public let cause: (any Error)?
+    /// Where in the library the error was made (file and line), for a report of a bug.
+    public let location: SourceLocation
 
-    init(_ code: Code, _ message: String, writeID: WriteID? = nil, sequence: UInt64? = nil) {
+    /// A place in the library's source.
+    public struct SourceLocation: Hashable, Sendable, CustomStringConvertible {
+        /// The file, as `#fileID` names it (`Outbox/Client/Syncing.swift`).
+        public let file: String
+        /// The line in that file.
+        public let line: Int
+        public var description: String { "\(file):\(line)" }
+    }
+
+    init(
+        _ code: Code, _ message: String, writeID: WriteID? = nil, sequence: UInt64? = nil, cause: (any Error)? = nil,
+        file: String = #fileID, line: Int = #line
+    ) {
         self.code = code
         self.message = message
         self.writeID = writeID
         self.sequence = sequence
+        self.cause = cause
+        self.location = SourceLocation(file: file, line: line)
     }
 
     public var description: String { message }
@@ -97,31 +117,60 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     /// An error of code `doesNotExist`, to compare with.
     public static let doesNotExist = OutboxError(.doesNotExist, "does not exist")
 
-    static func invalid(_ reason: String) -> OutboxError {
-        OutboxError(.invalidWrite, "invalid write: \(reason); nothing was written")
+    static func invalid(_ reason: String, cause: (any Error)? = nil, file: String = #fileID, line: Int = #line) -> OutboxError {
+        OutboxError(.invalidWrite, "invalid write: \(reason); nothing was written", cause: cause, file: file, line: line)
     }
 
     static func notFound(_ id: WriteID) -> OutboxError {
         OutboxError(.notFound, "write \(id) is not in the queue", writeID: id)
     }
 
-    static func damagedRecord(path: String, sequence: UInt64, reason: String) -> OutboxError {
-        OutboxError(.damaged, "\(path): the record at sequence \(sequence) is damaged (\(reason))", sequence: sequence)
+    static func damagedRecord(
+        path: String, sequence: UInt64, reason: String, cause: (any Error)? = nil, file: String = #fileID, line: Int = #line
+    ) -> OutboxError {
+        OutboxError(
+            .damaged, "\(path): the record at sequence \(sequence) is damaged (\(reason))", sequence: sequence, cause: cause,
+            file: file, line: line)
     }
 
-    static func damaged(path: String, _ reason: String, sequence: UInt64? = nil) -> OutboxError {
-        OutboxError(.damaged, "\(path): \(reason)", sequence: sequence)
+    static func damaged(
+        path: String, _ reason: String, sequence: UInt64? = nil, cause: (any Error)? = nil, file: String = #fileID,
+        line: Int = #line
+    ) -> OutboxError {
+        OutboxError(.damaged, "\(path): \(reason)", sequence: sequence, cause: cause, file: file, line: line)
     }
 
-    /// Wraps an LMDB error, keeping its message (which names the file).
-    static func storage(_ error: LMDBError) -> OutboxError {
-        if error.isAlreadyOpen { return OutboxError(.alreadyOpen, error.description) }
-        if error.isClosed { return OutboxError(.closed, "the outbox client is closed") }
-        if error.isDoesNotExist { return OutboxError(.doesNotExist, error.description) }
-        if error.isDamage || error.isMissingDatabase || error.isEmptyFile || error.isNotALog {
-            return OutboxError(.damaged, error.description)
+    /// An LMDB error in the outbox's words (it names the file); the LMDB error is its cause.
+    static func storage(_ error: LMDBError, file: String = #fileID, line: Int = #line) -> OutboxError {
+        let path = error.path
+        let (code, message): (Code, String)
+        if error.isAlreadyOpen {
+            (code, message) = (
+                .alreadyOpen, "\(path): already open in this process; share the one open client instead of opening it again"
+            )
+        } else if error.isClosed {
+            (code, message) = (.closed, "the outbox client is closed")
+        } else if error.isDoesNotExist {
+            (code, message) = (.doesNotExist, "\(path): no log here (nothing is created by a read-only open)")
+        } else if error.isMissingDatabase {
+            (code, message) = (.damaged, "\(path): not an outbox log (\(error.reason)), or its layout is damaged")
+        } else if error.isEmptyFile {
+            (code, message) = (
+                .damaged,
+                "\(path): not an outbox log: \(error.reason) (a creation that did not complete; an app's open creates the log)"
+            )
+        } else if error.isNotARegularFile {
+            (code, message) = (.damaged, "\(path): not an outbox log: \(error.reason)")
+        } else if error.isNotALog {
+            (code, message) = (.damaged, "\(path): \(error.reason); the file is damaged or not a log")
+        } else if error.isDamagedPages {
+            (code, message) = (.damaged, "\(path): \(error.reason); restore the log from a copy")
+        } else if error.isDamage {
+            (code, message) = (.damaged, error.description)
+        } else {
+            (code, message) = (.storage, error.description)
         }
-        return OutboxError(.storage, error.description)
+        return OutboxError(code, message, cause: error, file: file, line: line)
     }
 }
 
@@ -143,7 +192,7 @@ func storageError(_ error: any Error, path: String) -> any Error {
     case let failure as DecodeFailure:
         // Projection bytes that no longer read (the log's own records name their sequence already).
         return OutboxError.damaged(
-            path: path, "\(failure.reason); the log itself may be sound: its projections can be rebuilt from it")
+            path: path, "\(failure.reason); the log itself may be sound: its projections can be rebuilt from it", cause: failure)
     default: return error
     }
 }

@@ -141,12 +141,12 @@ extension JSONValue: Codable {
         do {
             data = try encoder.encode(value)
         } catch {
-            throw OutboxError.invalid("the value could not be encoded: \(error)")
+            throw OutboxError.invalid("the value could not be encoded: \(error)", cause: error)
         }
         do {
             self = try JSONText.parse(String(decoding: data, as: UTF8.self))
         } catch {
-            throw OutboxError.invalid("the encoder made text that is not JSON: \(error)")
+            throw OutboxError.invalid("the encoder made text that is not JSON: \(error)", cause: error)
         }
     }
 
@@ -156,7 +156,7 @@ extension JSONValue: Codable {
         do {
             return try decoder.decode(T.self, from: Data(JSONText.render(self).utf8))
         } catch {
-            throw OutboxError.invalid("the value does not decode as \(T.self): \(error)")
+            throw OutboxError.invalid("the value does not decode as \(T.self): \(error)", cause: error)
         }
     }
 }
