@@ -35,9 +35,11 @@ let package = Package(
         .target(name: "OutboxLMDB", dependencies: ["COutboxLMDB"]),
         // The engine apps import: events, codec, log, projections, queue API.
         .target(name: "Outbox", dependencies: ["OutboxLMDB"]),
-        // For an app's own tests, as swift-nio ships NIOEmbedded: the simulated instance, the manual clock,
+        // For an app's own tests, as swift-nio ships NIOEmbedded and NIOTestUtils: the simulated instance, the manual clock,
         // the seeded random source. Apart, so an app's shipping code links none of it.
-        .target(name: "OutboxTesting", dependencies: ["Outbox"]),
+        // It also ships the transport conformance checks and a scripted HTTP client, for an app that writes
+        // its own transport.
+        .target(name: "OutboxTesting", dependencies: ["Outbox", "OutboxHTTP"]),
         // Transports to real servers over HTTP (libcurl on Linux, URLSession on Apple platforms): PostgREST
         // and Supabase tables, and the reference instance. Apart, so an app that brings its own transport
         // links no HTTP code.
@@ -70,9 +72,10 @@ let package = Package(
         .testTarget(
             name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB", "OutboxTesting"], exclude: ["Golden", "Fixtures"]),
         .testTarget(name: "OutboxHTTPTests", dependencies: ["OutboxHTTP", "Outbox", "OutboxProcess", "OutboxTesting"]),
-        .testTarget(
-            name: "OutboxCLITests",
-            dependencies: ["Outbox", "OutboxProcess", "OutboxScenario", "OutboxSimulation", "OutboxFuzzing", "OutboxTesting"]),
+        .testTarget(name: "OutboxCLITests", dependencies: ["Outbox", "OutboxProcess", "OutboxTesting"]),
+        .testTarget(name: "OutboxScenarioTests", dependencies: ["Outbox", "OutboxScenario"]),
+        .testTarget(name: "OutboxSimulationTests", dependencies: ["Outbox", "OutboxSimulation", "OutboxTesting"]),
+        .testTarget(name: "OutboxFuzzingTests", dependencies: ["OutboxFuzzing"]),
     ],
     swiftLanguageModes: [.v6]
 )

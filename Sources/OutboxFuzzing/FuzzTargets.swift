@@ -2,6 +2,7 @@ internal import Dispatch
 internal import Foundation
 internal import Outbox
 internal import OutboxScenario
+internal import OutboxTesting
 internal import OutboxTool
 internal import Synchronization
 
@@ -109,7 +110,7 @@ public enum FuzzTargets {
 /// removed at exit.
 private actor CLILog {
     static let shared = CLILog()
-    static let root = NSTemporaryDirectory() + "outbox-fuzz-cli-" + UUID().uuidString
+    static let root = TemporaryFolder(prefix: "outbox-fuzz-cli").path
     private var making: Task<String, Never>?
 
     func path() async -> String {

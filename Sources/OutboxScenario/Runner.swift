@@ -1,19 +1,19 @@
 internal import Foundation
-public import Outbox
+package import Outbox
 internal import OutboxTesting
 internal import Synchronization
 
 /// Runs a scenario on a fresh log in a temporary folder against the simulated instance, on a simulated
 /// clock from 2026-01-01T00:00:00Z (SCENARIOS.md), and returns its output document.
-public struct ScenarioRunner {
-    public init() {}
+package struct ScenarioRunner {
+    package init() {}
 
     /// A fresh folder for a run's log, under the temporary directory (not created).
-    public static func temporaryFolder() -> String { NSTemporaryDirectory() + "outbox-scenario-" + UUID().uuidString }
+    package static func temporaryFolder() -> String { TemporaryFolder(prefix: "outbox-scenario").path }
 
     /// The output document (`name`, `steps`, `final`, `failures`), from a log made in `folder` and
     /// removed when the run ends. Throws `ScenarioError` for a scenario that names a ref no step made.
-    public func run(_ scenario: Scenario, in folder: String = ScenarioRunner.temporaryFolder()) async throws -> JSONValue {
+    package func run(_ scenario: Scenario, in folder: String = ScenarioRunner.temporaryFolder()) async throws -> JSONValue {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         var run = try Run(scenario: scenario, folder: folder)
         return try await run.all()

@@ -1,37 +1,37 @@
-public import Outbox
+package import Outbox
 import OutboxHTTP
-public import OutboxTesting
+package import OutboxTesting
 
 /// A scenario file (SCENARIOS.md): a name, the client's settings, and steps with expectations.
-public struct Scenario: Sendable {
-    public var name: String
-    public var autoSync = false
-    public var batchSize = 1
-    public var maxRefusals = 5
+package struct Scenario: Sendable {
+    package var name: String
+    package var autoSync = false
+    package var batchSize = 1
+    package var maxRefusals = 5
     /// Tables the simulated instance's transport cannot make requests for (an extension: R4.3 "unmade").
-    public var unmadeTables: [String] = []
-    public var steps: [Step]
+    package var unmadeTables: [String] = []
+    package var steps: [Step]
     /// A subset of the `final` document that must hold.
-    public var expectFinal: JSONValue?
+    package var expectFinal: JSONValue?
 
-    public struct Step: Sendable {
-        public var action: Action
+    package struct Step: Sendable {
+        package var action: Action
         /// A subset of the step's output that must hold.
-        public var expect: JSONValue?
+        package var expect: JSONValue?
     }
 
     /// One write of an `enqueue` step.
-    public struct WriteSpec: Sendable {
-        public var ref: String?
-        public var table: String
-        public var op: String
-        public var key: JSONValue
-        public var body: JSONValue
-        public var dependsOn: [String]
-        public var baseVersion: Int64?
+    package struct WriteSpec: Sendable {
+        package var ref: String?
+        package var table: String
+        package var op: String
+        package var key: JSONValue
+        package var body: JSONValue
+        package var dependsOn: [String]
+        package var baseVersion: Int64?
     }
 
-    public enum Action: Sendable {
+    package enum Action: Sendable {
         case signIn(user: String, tokenSubject: String)
         case signOut
         case enqueue(WriteSpec)
@@ -53,7 +53,7 @@ public struct Scenario: Sendable {
         case clearLocalData(user: String)
 
         /// The action's key, as the output names it.
-        public var name: String {
+        package var name: String {
             switch self {
             case .signIn: return "signIn"
             case .signOut: return "signOut"
@@ -78,19 +78,19 @@ public struct Scenario: Sendable {
 }
 
 /// Why a file is not a valid scenario: the step and the field at fault.
-public struct ScenarioError: Error, CustomStringConvertible, Sendable {
-    public var step: Int?
-    public var field: String
-    public var problem: String
+package struct ScenarioError: Error, CustomStringConvertible, Sendable {
+    package var step: Int?
+    package var field: String
+    package var problem: String
 
-    public var description: String {
+    package var description: String {
         (step.map { "step \($0), " } ?? "") + "field \"\(field)\": \(problem)"
     }
 }
 
 extension Scenario {
     /// Parses a scenario document; a file that is not one throws `ScenarioError` naming step and field.
-    public static func parse(_ text: String) throws -> Scenario {
+    package static func parse(_ text: String) throws -> Scenario {
         let document: JSONValue
         do {
             document = try JSONText.parse(text)

@@ -9,7 +9,7 @@ struct FaultRates: Sendable, CustomStringConvertible {
     var refusal = 0.0, schemaCache = 0.0, failedAlone = 0.0, malformed = 0.0
     var crash = 0.0
 
-    init(_ rng: inout SplitMix) {
+    init(_ rng: inout SplitMix64) {
         dropped = rng.unit() * 0.3
         lost = rng.unit() * 0.3
         duplicated = rng.unit() * 0.2
@@ -36,16 +36,8 @@ struct FaultRates: Sendable, CustomStringConvertible {
     }
 }
 
-/// SplitMix64 held by value: the simulator's own randomness (the client gets its own seeded source).
-struct SplitMix: Sendable {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+/// The simulator's draws from its own generators (the client gets its own seeded source).
+extension SplitMix64 {
     mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
     mutating func below(_ n: Int) -> Int { n <= 0 ? 0 : Int(next() % UInt64(n)) }
     mutating func chance(_ p: Double) -> Bool { unit() < p }
@@ -57,11 +49,11 @@ struct SplitMix: Sendable {
 /// library pass comes before a Retry-After deadline (I9).
 final class FaultyTransport: OutboxTransport {
     struct State {
-        var rng: SplitMix
+        var rng: SplitMix64
         var rates: FaultRates
         /// Draws for a transport that stops in the middle of a batch (writes not sent), a stream apart
         /// from `rng` so adding it moved no other fault of any seed.
-        var stops: SplitMix
+        var stops: SplitMix64
         var faultsOn = true
         /// Owner of every write the simulator enqueued, by id.
         var owners: [WriteID: String] = [:]
@@ -86,8 +78,8 @@ final class FaultyTransport: OutboxTransport {
     let state: Mutex<State>
     let clock: ManualClock
 
-    init(rng: SplitMix, rates: FaultRates, clock: ManualClock) {
-        state = Mutex(State(rng: rng, rates: rates, stops: SplitMix(state: rng.state ^ 0x6E6F_7453_656E_7421)))
+    init(rng: SplitMix64, rates: FaultRates, clock: ManualClock) {
+        state = Mutex(State(rng: rng, rates: rates, stops: SplitMix64(seed: rng.state ^ 0x6E6F_7453_656E_7421)))
         self.clock = clock
     }
 

@@ -4,35 +4,35 @@ internal import OutboxTesting
 internal import Synchronization
 
 /// What one seed of the simulation found.
-public struct SimulationResult: Sendable {
-    public let seed: UInt64
-    public let steps: Int
+package struct SimulationResult: Sendable {
+    package let seed: UInt64
+    package let steps: Int
     /// Invariants broken (empty when the seed passed), each naming its invariant (I1 … I12).
-    public let failures: [String]
+    package let failures: [String]
     /// A hash of everything that happened: the same seed gives the same hash (I11).
-    public let traceHash: UInt64
-    public let enqueued: Int
-    public let applied: Int
-    public let requests: Int
-    public let crashes: Int
+    package let traceHash: UInt64
+    package let enqueued: Int
+    package let applied: Int
+    package let requests: Int
+    package let crashes: Int
     /// Crashes that were power losses undoing the last commit (`PowerLoss`).
-    public let powerLosses: Int
+    package let powerLosses: Int
     /// Compactions that archived something (R8.5).
-    public let compactions: Int
-    public let rates: String
+    package let compactions: Int
+    package let rates: String
 
-    public var passed: Bool { failures.isEmpty }
+    package var passed: Bool { failures.isEmpty }
 }
 
 /// The deterministic simulation of TESTING.md §1: per seed, a random workload of users, writes and
 /// queue calls against the simulated instance behind a faulty network, with crashes, on a simulated
 /// clock; then a healing phase; every invariant checked against the simulator's own record.
-public enum Simulator {
+package enum Simulator {
     /// The default number of steps per seed.
-    public static let defaultSteps = 200
+    package static let defaultSteps = 200
 
-    public static func run(seed: UInt64, steps: Int = defaultSteps) async -> SimulationResult {
-        let folder = NSTemporaryDirectory() + "outbox-sim-\(seed)-" + UUID().uuidString
+    package static func run(seed: UInt64, steps: Int = defaultSteps) async -> SimulationResult {
+        let folder = TemporaryFolder(prefix: "outbox-sim-\(seed)").path
         // OUTBOX_SIM_KEEP=1 keeps a failing seed's log for `outbox log` and `outbox history`.
         let keep = ProcessInfo.processInfo.environment["OUTBOX_SIM_KEEP"] != nil
         var run = SimulationRun(seed: seed, folder: folder)
@@ -66,13 +66,13 @@ public enum Simulator {
 }
 
 /// The committed list of seeds the simulation once failed on: `seed steps` a line, `#` comments.
-public enum RegressionSeeds {
-    public struct Malformed: Error, CustomStringConvertible {
-        public let line: String
-        public var description: String { "'\(line)' is not 'seed steps'" }
+package enum RegressionSeeds {
+    package struct Malformed: Error, CustomStringConvertible {
+        package let line: String
+        package var description: String { "'\(line)' is not 'seed steps'" }
     }
 
-    public static func parse(_ text: String) throws -> [(seed: UInt64, steps: Int)] {
+    package static func parse(_ text: String) throws -> [(seed: UInt64, steps: Int)] {
         try text.split(separator: "\n").compactMap { line in
             let words = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0].split(separator: " ")
             if words.isEmpty { return nil }
@@ -112,7 +112,7 @@ struct Removal {
 struct SimulationRun {
     let seed: UInt64
     let folder: String
-    var rng: SplitMix
+    var rng: SplitMix64
     let rates: FaultRates
     let clock = ManualClock()
     let random: SeededRandomSource
@@ -138,16 +138,16 @@ struct SimulationRun {
     /// Crashes that undid a commit (`PowerLoss`), drawn from a generator of their own so that the
     /// workloads of seeds recorded before the storage model existed stay as they were.
     var powerLosses = 0
-    var storageRng: SplitMix
+    var storageRng: SplitMix64
     /// The shape of this seed's row keys, and its generator (for `mixed`), apart from `rng` for the same
     /// reason: every shape gives the workload of the integer keys the seeds were recorded with.
     let keyShape: RowKeyShape
-    var keyRng: SplitMix
+    var keyRng: SplitMix64
     /// Draws the compactions and their horizons: a stream of its own, so the other draws of a seed are
     /// what they were before compaction was simulated.
-    var compactionRng: SplitMix
+    var compactionRng: SplitMix64
     /// Draws for `cancel` (R6.6), apart from `rng` so that adding it moved no recorded seed's workload.
-    var cancelRng: SplitMix
+    var cancelRng: SplitMix64
     var stepIndex = 0
     var eventTexts: [Task<[String], Never>] = []
     var errorTexts: [String] = []
@@ -157,14 +157,14 @@ struct SimulationRun {
     init(seed: UInt64, folder: String) {
         self.seed = seed
         self.folder = folder
-        var rng = SplitMix(state: seed)
-        storageRng = SplitMix(state: seed ^ 0x504F_5745_524C_4F53)
-        keyRng = SplitMix(state: seed ^ 0x524F_574B_4559_5321)
-        compactionRng = SplitMix(state: seed ^ 0x434F_4D50_4143_5421)
-        cancelRng = SplitMix(state: seed ^ 0x4341_4E43_454C_2121)
+        var rng = SplitMix64(seed: seed)
+        storageRng = SplitMix64(seed: seed ^ 0x504F_5745_524C_4F53)
+        keyRng = SplitMix64(seed: seed ^ 0x524F_574B_4559_5321)
+        compactionRng = SplitMix64(seed: seed ^ 0x434F_4D50_4143_5421)
+        cancelRng = SplitMix64(seed: seed ^ 0x4341_4E43_454C_2121)
         keyShape = RowKeyShape.allCases[keyRng.below(RowKeyShape.allCases.count)]
         rates = FaultRates(&rng)
-        transport = FaultyTransport(rng: SplitMix(state: rng.next()), rates: rates, clock: clock)
+        transport = FaultyTransport(rng: SplitMix64(seed: rng.next()), rates: rates, clock: clock)
         random = SeededRandomSource(seed: rng.next())
         var configuration = OutboxConfiguration(
             autoSync: rng.chance(0.5), maxRefusals: 2 + rng.below(4), batchSize: 1 + rng.below(6), durability: .noSync)
@@ -681,7 +681,7 @@ enum RowKeyShape: CaseIterable {
     /// `{"id": 3}` or `{"id": "3"}`, drawn per write: two rows whose keys differ only in type.
     case mixed
 
-    func key(row: Int, _ rng: inout SplitMix) -> JSONValue {
+    func key(row: Int, _ rng: inout SplitMix64) -> JSONValue {
         switch self {
         case .integer: return ["id": .int(Int64(row))]
         case .string: return ["id": .string("row-\(row)")]

@@ -104,7 +104,7 @@ extension Commands {
         let args = try Arguments(command: "crash", words: words, options: ["kills", "seed", "points"], flags: [])
         let kills = Int(try args.unsigned("kills") ?? 100)
         let seed = try args.unsigned("seed") ?? 1
-        let root = NSTemporaryDirectory() + "outbox-crash-" + UUID().uuidString
+        let root = TemporaryFolder(prefix: "outbox-crash").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         var problems: [String] = []

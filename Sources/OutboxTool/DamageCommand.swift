@@ -13,7 +13,7 @@ extension Commands {
         let samples = Int(try args.unsigned("samples") ?? 2000)
         let stride = max(1, Int(try args.unsigned("record-stride") ?? 1))
         let rng = SeededRandomSource(seed: try args.unsigned("seed") ?? 1)
-        let root = NSTemporaryDirectory() + "outbox-damage-" + UUID().uuidString
+        let root = TemporaryFolder(prefix: "outbox-damage").path
         defer { try? FileManager.default.removeItem(atPath: root) }
         var counts = (records: 0, keys: 0, entries: 0, metas: 0, truncations: 0, pages: 0)
         var problems: [String] = []

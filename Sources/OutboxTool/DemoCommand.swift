@@ -7,7 +7,7 @@ extension Commands {
     static func demo(_ words: [String]) async throws -> Exit {
         let args = try Arguments(command: "demo", words: words, options: ["keep"], flags: [])
         guard args.positionals.isEmpty else { throw UsageError(message: "demo takes no arguments") }
-        let folder = args.option("keep") ?? NSTemporaryDirectory() + "outbox-demo-" + UUID().uuidString
+        let folder = args.option("keep") ?? TemporaryFolder(prefix: "outbox-demo").path
         if args.option("keep") != nil, FileManager.default.fileExists(atPath: folder) {
             throw UsageError(message: "--keep \(folder): the folder exists; give a new one")
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Outbox
 import OutboxProcess
+import OutboxTesting
 import Testing
 
 /// Runs the `outbox` binary built beside the tests; returns its exit status and output.
@@ -23,13 +24,6 @@ func run(_ executable: URL, _ arguments: [String]) throws -> Run {
     return Run(status: ended.status, stdout: ended.text, stderr: ended.errorText)
 }
 
-func withTemporaryFolder<R>(_ body: (String) throws -> R) rethrows -> R {
-    let path = NSTemporaryDirectory() + "outbox-cli-" + UUID().uuidString
-    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try body(path)
-}
-
 /// Enqueues `count` writes through the tool, each in its own process that exits without closing.
 func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#) throws {
     for index in 1...count {
@@ -44,7 +38,7 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
 @Suite struct CLITests {
     // R2.3: each enqueue ran in a process that exited without closing the log; all are there.
     @Test func enqueuedWritesSurviveAProcessThatExitsWithoutClosing() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try makeLog(log, count: 5)
             let queue = try outbox("queue", log)
@@ -55,7 +49,7 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
     }
 
     @Test func jsonOutputsUseTheDocumentedFields() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try makeLog(log, count: 2)
             let dep = try outbox(
@@ -86,7 +80,7 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
 
     // R8.6: read-only commands never modify the data file.
     @Test func readOnlyCommandsLeaveTheFileByteIdentical() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try makeLog(log)
             let data = log + "/data.mdb"
@@ -104,7 +98,7 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
 
     // R8.2, R8.6: a flipped byte inside a record is found, and its sequence named.
     @Test func verifyCatchesAFlippedByteInARecord() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try makeLog(log, count: 3, body: #"{"title":"CANARYBODY"}"#)
             let url = URL(fileURLWithPath: log + "/data.mdb")
@@ -141,7 +135,7 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
 
     // R8.8: only enqueue creates a log.
     @Test func readOnlyCommandsRefuseAMissingLog() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let missing = folder + "/nothing"
             for command in ["queue", "log", "verify", "replay"] {
                 let run = try outbox(command, missing)
@@ -154,7 +148,7 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
     }
 
     @Test func aForeignFileIsAnUnreadableLog() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try FileManager.default.createDirectory(atPath: log, withIntermediateDirectories: true)
             try Data(String(repeating: "not lmdb ", count: 2000).utf8).write(to: URL(fileURLWithPath: log + "/data.mdb"))
@@ -167,7 +161,7 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
     }
 
     @Test func badUsageExitsTwoWithAMessage() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try makeLog(log, count: 1)
             let cases: [[String]] = [
@@ -210,7 +204,7 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
 /// event with what it means for the write; `--json` stays the events as the log holds them.
 @Suite struct HistoryTimelineTests {
     @Test func historyIsATimelineAndJSONStaysAsItWas() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/demo"
             #expect(try outbox("demo", "--keep", log).status == 0)
             let retried = try outbox("history", log, "3")

@@ -1,10 +1,11 @@
 import Foundation
+import OutboxTesting
 import Testing
 
 /// `outbox compact` (R8.5) and the read-only commands over a compacted log and its archive.
 @Suite struct CompactCommandTests {
     @Test func compactArchivesThePrefixAndTheToolsReadTheArchive() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             #expect(try outbox("demo", "--keep", log).status == 0)
             let before = try outbox("history", log, "1")
@@ -39,7 +40,7 @@ import Testing
     }
 
     @Test func compactRefusesWhatItCannotDo() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             #expect(try outbox("compact", folder + "/missing").status == 2)
             let log = folder + "/log"
             #expect(try outbox("demo", "--keep", log).status == 0)

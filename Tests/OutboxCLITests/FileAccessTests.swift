@@ -1,11 +1,12 @@
 import Foundation
+import OutboxTesting
 import Testing
 
 /// Issue 14, point 12: the read-only commands create nothing, and say what is wrong with a file they
 /// cannot read, naming it, instead of "no log here" or a raw LMDB code.
 @Suite struct FileAccessTests {
     @Test func aReadOnlyCommandOnAFileThatIsNoLogCreatesNothing() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let file = folder + "/passwd"
             try Data("root:x:0:0::/root:/bin/sh\n".utf8).write(to: URL(fileURLWithPath: file))
             for command in ["verify", "queue", "log"] {
@@ -37,7 +38,7 @@ import Testing
 
     @Test(.enabled(if: getuid() == 0 && FileManager.default.fileExists(atPath: "/usr/sbin/runuser")))
     func aLogThisUserMayReadButNotWriteIsRead() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try makeLog(log, count: 2)
             for path in [folder, log] { chmod(path, 0o755) }
@@ -62,7 +63,7 @@ func outboxAs(_ wrapper: [String], _ arguments: [String]) throws -> Run {
 extension FileAccessTests {
     // Issue 14, point 12: an argument that is not UTF-8 is refused, not read with U+FFFD in it.
     @Test func anArgumentThatIsNotUTF8IsRefused() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let run = try outboxAs(
                 ["bash", "-c", #"exec "$0" enqueue "$1$(printf '\377')" --user a --table t --op insert --key '{"id":1}'"#],
                 [folder + "/log"])

@@ -8,7 +8,7 @@ import Testing
 /// no text output prints them raw.
 @Suite struct HostileLogTests {
     @Test func controlCharactersInNamesNeverReachTheTerminalRaw() async throws {
-        try await withTemporaryFolder { folder in
+        try await TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             var configuration = OutboxConfiguration(autoSync: false)
             configuration.clock = ManualClock()
@@ -37,7 +37,7 @@ import Testing
     }
 
     @Test func namesWithControlCharactersAreRefusedAtEnqueue() async throws {
-        try await withTemporaryFolder { folder in
+        try await TemporaryFolder.with(created: true) { folder in
             let client = try OutboxClient.open(path: folder + "/log", configuration: OutboxConfiguration(autoSync: false))
             try await client.settleSession(user: "alice", accessToken: nil)
             for write in [

@@ -22,7 +22,7 @@ import Testing
 
     // `outbox log LOG | head -1`: a reader that stops reading is not a damaged log.
     @Test func aReaderThatStopsReadingIsNotDamage() async throws {
-        try await withTemporaryFolder { folder in
+        try await TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try await Self.bigLog(log)
             let out = Pipe()
@@ -38,7 +38,7 @@ import Testing
 
     // An enqueue whose id cannot be printed is still queued, once, and says so with its own status.
     @Test func anEnqueueThatCannotPrintItsIdSaysItIsQueued() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             for output in ["/dev/full", "closed pipe"] {
                 let destination: ChildProcess.Output
@@ -64,17 +64,10 @@ import Testing
     }
 }
 
-func withTemporaryFolder<R>(_ body: (String) async throws -> R) async rethrows -> R {
-    let path = NSTemporaryDirectory() + "outbox-cli-" + UUID().uuidString
-    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(path)
-}
-
 extension OutputTests {
     // Issue 14, point 12: an interrupted scenario takes its temporary log (bodies on disk) with it.
     @Test func anInterruptedScenarioLeavesNoLogBehind() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let steps =
                 [#"{"signIn": "alice"}"#]
                 + (1...4000).map {
@@ -110,7 +103,7 @@ extension OutputTests {
 extension OutputTests {
     // `replay --json` is written as it is read: still one canonical JSON document, as documented.
     @Test func aStreamedReplayIsOneCanonicalDocument() async throws {
-        try await withTemporaryFolder { folder in
+        try await TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try await Self.bigLog(log)
             let run = try outbox("replay", log, "--json")

@@ -13,7 +13,7 @@ import Testing
     }
 
     @Test func verifyAndReplayShowProgressOnATerminalOnly() async throws {
-        try await withTemporaryFolder { folder in
+        try await TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             // More events than the fold reports progress after (4,096).
             try await OutputTests.bigLog(log, count: 10_000)

@@ -1,6 +1,7 @@
 import Foundation
 import Outbox
 import OutboxProcess
+import OutboxTesting
 import Testing
 
 @Suite struct ReaderSlotTests {
@@ -8,7 +9,7 @@ import Testing
     // holds the log; after ~126 of them nothing could read, enqueue included. Stale slots are freed on
     // open and whenever a read finds none free.
     @Test func readersKilledInsideAReadDoNotUseUpTheSlots() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try makeLog(log, count: 2)
             let holder = try LogInspector(path: log)

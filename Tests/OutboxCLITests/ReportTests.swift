@@ -1,6 +1,7 @@
 import Foundation
 import Outbox
 import OutboxProcess
+import OutboxTesting
 import Testing
 
 /// `outbox report --html`: one self-contained page of the demo's log, checked in a real
@@ -26,7 +27,7 @@ import Testing
             Issue.record("Debian's chromium is not installed: scripts/setup installs it")
             return
         }
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             let demo = try outbox("demo", "--keep", log)
             #expect(demo.status == 0, "\(demo.stderr)")

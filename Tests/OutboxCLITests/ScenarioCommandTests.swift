@@ -1,10 +1,13 @@
 import Foundation
 import OutboxProcess
+import OutboxTesting
 import Testing
 
 /// `outbox scenario`, `outbox demo` and `outbox replay --check-decisions` as a person runs them.
 @Suite struct ScenarioCommandTests {
-    static let passing = ScenarioTests.folder.appending(path: "refusal-does-not-stop-the-pass.json").path
+    static let scenarios = URL(filePath: #filePath).deletingLastPathComponent().appending(path: "../../Specs/scenarios")
+        .standardized
+    static let passing = scenarios.appending(path: "refusal-does-not-stop-the-pass.json").path
 
     @Test("scenario: exit 0 and one JSON document when every expectation holds")
     func passes() throws {
@@ -17,7 +20,7 @@ import Testing
 
     @Test("scenario: exit 1 with each failure printed when an expectation does not hold")
     func failsAnExpectation() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let file = folder + "/wrong.json"
             try #"""
             {"name": "wrong", "steps": [{"signIn": "alice"},
@@ -49,7 +52,7 @@ import Testing
             ("not json", "not JSON"),
         ])
     func invalid(_ text: String, _ named: String) throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let file = folder + "/bad.json"
             try text.write(toFile: file, atomically: true, encoding: .utf8)
             let run = try outbox("scenario", file)
@@ -60,7 +63,7 @@ import Testing
 
     @Test("demo: syncs against the simulated instance and its log has the same decisions (R8.4)")
     func demo() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/demo"
             let run = try outbox("demo", "--keep", log)
             #expect(run.status == 0, "\(run.stderr)")
@@ -106,7 +109,7 @@ import Testing
 
     @Test("a read-only command whose reader dies reports a damaged page structure and exits 2")
     func readerDeath() throws {
-        try withTemporaryFolder { folder in
+        try TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try makeLog(log, count: 2)
             // A timeout of zero seconds stands in for a reader that hangs on a damaged page.

@@ -29,8 +29,8 @@ struct ContractTransportTests {
     // ancestorUnavailable, a lost acknowledgement replayed, atomic groups across tables, the row read.
     @Test func everyVerdictComesFromRealSQL() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { first in
-                try await withTemporaryLog { second in
+            try await TemporaryFolder.with { first in
+                try await TemporaryFolder.with { second in
                     let phone = try await Self.client(first, instance)
                     let laptop = try await Self.client(second, instance)
                     try await phone.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
@@ -207,8 +207,8 @@ extension ContractTransportTests {
     // is lost, no request deadlocks, every write is answered.
     @Test func twoDevicesAtOnceMergeOrConflictAndNeverDeadlock() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { first in
-                try await withTemporaryLog { second in
+            try await TemporaryFolder.with { first in
+                try await TemporaryFolder.with { second in
                     let rows = 60
                     let phone = try await Self.client(first, instance, batchSize: 20)
                     let laptop = try await Self.client(second, instance, batchSize: 20)
@@ -272,7 +272,7 @@ extension ContractTransportTests {
     // counter equals the number of its increments, exactly.
     @Test func incrementsCountOnceThroughLostAcknowledgements() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let phone = try await Self.client(path, instance, batchSize: 7, timeout: 3)
                 var expected: [Int: Int] = [:]
                 var writes: [Write] = []
@@ -302,7 +302,7 @@ extension ContractTransportTests {
     // refused as a whole (413) and split by the library until it fits (R4.5), and every write lands.
     @Test func serverWritesStrictTablesAndTheBatchCap() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let phone = try await Self.client(path, instance, batchSize: 100)
                 _ = try await phone.enqueue(
                     contentsOf: (1...70).map {
@@ -339,7 +339,7 @@ extension ContractTransportTests {
     // cannot rewind a row; the instance recomputes both as for any write from outside the outbox.
     @Test func aPlainWriteCannotSetTheVersionColumns() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let client = try await Self.client(path, instance)
                 try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
                 try await client.enqueue(.update("lists", key: ["id": 7], set: ["name": "Food"]))

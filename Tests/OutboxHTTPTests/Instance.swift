@@ -2,6 +2,7 @@ import Foundation
 import Outbox
 import OutboxHTTP
 import OutboxProcess
+import OutboxTesting
 import Testing
 
 /// A real PostgreSQL with the example schema behind the PostgREST stand-in, started by
@@ -17,7 +18,7 @@ struct Instance {
     /// once: the suites start together, and two cores starting thirty clusters at once time out.
     static func with<R>(_ body: (Instance) async throws -> R) async throws -> R {
         await Gate.shared.enter()
-        let folder = NSTemporaryDirectory() + "outbox-instance-" + UUID().uuidString
+        let folder = TemporaryFolder(prefix: "outbox-instance").path
         func stop() async {
             _ = try? await run(["stop", folder])
             try? FileManager.default.removeItem(atPath: folder)
@@ -125,11 +126,4 @@ actor Gate {
             waiting.removeFirst().resume()
         }
     }
-}
-
-/// A temporary folder path for a log, removed when `body` ends.
-func withTemporaryLog<R>(_ body: (String) async throws -> R) async rethrows -> R {
-    let path = NSTemporaryDirectory() + "outbox-http-" + UUID().uuidString
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(path)
 }

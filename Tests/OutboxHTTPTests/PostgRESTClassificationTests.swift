@@ -251,7 +251,7 @@ extension PostgRESTClassificationTests {
         let client = ScriptedHTTPClient()
         let transport = try PostgRESTTransport(
             url: URL(string: "https://abc.supabase.co")!, tables: ["todos": ["id"], "lists": ["id"]], client: client)
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = OutboxConfiguration(autoSync: false)
             configuration.clock = ManualClock()
             let outbox = try OutboxClient.open(path: path, transport: transport, configuration: configuration)

@@ -58,7 +58,7 @@ struct PostgRESTIntegrityTests {
     // the insert is applied once and the row the user deleted stays deleted.
     @Test func aKillMidBatchLeavesOnlyTheRequestInFlightInDoubt() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 try await instance.sql("insert into lists (id, name, owner) values (170002, 'old', 'alice')")
                 let killing = KillingTransport(try Self.transport(instance), killAt: 3)
                 let first = try Self.open(path, killing)
@@ -93,7 +93,7 @@ struct PostgRESTIntegrityTests {
     // back. The same with an insert, then an update whose answer is broken.
     @Test func aBrokenAnswerKeepsTheAnswersBeforeIt() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let client = try Self.open(path, try Self.transport(instance))
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "lists", key: ["id": 5], body: ["name": "five"]))
@@ -129,7 +129,7 @@ struct PostgRESTIntegrityTests {
     // the writes behind it go on, and at the third pass in a row it is blocked(failingAlone).
     @Test func aRowRefusedByRowLevelSecurityFailsAloneAndIsBlockedAtTheThirdPass() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let client = try Self.open(path, try Self.transport(instance))
                 try await client.settleSession(user: "bob", accessToken: try await instance.token("bob"))
                 let claim = try await client.enqueue(
@@ -156,7 +156,7 @@ struct PostgRESTIntegrityTests {
     // broken answer: the write stays pending and goes again, it is never taken as applied.
     @Test func aSuccessThatIsNotPostgRESTsIsABrokenAnswer() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let client = try Self.open(path, try Self.transport(instance))
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: ["name": "one"]))
@@ -182,7 +182,7 @@ struct PostgRESTIntegrityTests {
         let transport = try PostgRESTTransport(
             url: URL(string: "https://abc.supabase.co")!, apiKey: "anon-key", tables: ["todos": ["id"]], client: client)
         #expect(transport.keyColumns(of: "todos") == ["id"] && transport.keyColumns(of: "lists") == nil)
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = OutboxConfiguration(autoSync: false)
             configuration.clock = ManualClock()
             let outbox = try OutboxClient.open(path: path, transport: transport, configuration: configuration)
@@ -202,7 +202,7 @@ struct PostgRESTIntegrityTests {
         let transport = try PostgRESTTransport(
             url: URL(string: "https://abc.supabase.co")!, apiKey: "anon-key", pathPrefix: "/rest/v1", client: client)
         let table = operation == .insert ? "rpc/complete_list" : "lists"
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = OutboxConfiguration(autoSync: false)
             configuration.clock = ManualClock()
             let outbox = try OutboxClient.open(path: path, transport: transport, configuration: configuration)

@@ -31,7 +31,7 @@ struct PostgRESTSoakTests {
         let seconds = Self.seconds ?? 45
         let random = SeededRandomSource(seed: seed)
         func below(_ n: Int) -> Int { Int(random.next() % UInt64(n)) }
-        let root = NSTemporaryDirectory() + "outbox-pgsoak-" + UUID().uuidString
+        let root = TemporaryFolder(prefix: "outbox-pgsoak").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let devices = (0..<4).map { Device(path: root + "/device\($0)", user: $0 < 2 ? "alice" : "bob") }

@@ -23,7 +23,7 @@ struct PostgRESTTransportTests {
     // R9.2: every op reaches the table as the request it maps to; the instance applies them in order.
     @Test func everyOperationLandsInTheTableInOrder() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 let list = try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
@@ -59,7 +59,7 @@ struct PostgRESTTransportTests {
     // found by splitting, and only it is charged.
     @Test func insertsAreBatchedAndARefusedRowIsSplitOut() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 for id in 1...4 {
@@ -89,7 +89,7 @@ struct PostgRESTTransportTests {
     // A duplicate that is not the same row is refused.
     @Test func aLostAcknowledgementIsSettledByReadingTheRowBack() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
@@ -114,7 +114,7 @@ struct PostgRESTTransportTests {
     // R9.4: refusals by SQLSTATE class go on; schema-cache codes stop and are counted apart.
     @Test func constraintAndTypeErrorsAreRefusalsAndSchemaCodesStop() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let transport = try PostgRESTTransport(url: instance.url, apiKey: instance.apiKey, timeout: 20)
                 var configuration = OutboxConfiguration(autoSync: false, batchSize: 1)
                 configuration.clock = ManualClock()
@@ -142,7 +142,7 @@ struct PostgRESTTransportTests {
     // security keeps another user's token off the first user's rows.
     @Test func failuresThatMayPassStopThePassAndChargeNothing() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice", expiresIn: -120))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
@@ -172,7 +172,7 @@ struct PostgRESTTransportTests {
     // events or an error's description (the log keeps them for audits).
     @Test func tokensAndServerTextsStayWhereTheyBelong() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 let token = try await instance.token("alice")
                 try await client.settleSession(user: "alice", accessToken: token)
@@ -203,7 +203,7 @@ extension PostgRESTTransportTests {
     // R9.4: every answer that may pass stops the pass and charges nothing, Retry-After honoured.
     @Test func gatewayAndServerAnswersThatMayPassChargeNothing() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
@@ -228,7 +228,7 @@ extension PostgRESTTransportTests {
     // R9.4: a request that times out is an outcome unknown: it stays pending and goes again later.
     @Test func aTimeoutIsAFailureThatMayPass() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let transport = try PostgRESTTransport(url: instance.url, apiKey: instance.apiKey, timeout: 1)
                 var configuration = OutboxConfiguration(autoSync: false)
                 configuration.clock = ManualClock()
@@ -250,7 +250,7 @@ extension PostgRESTTransportTests {
     // Issue 15: disableNetwork() and close() cancel a request in flight; its write is resent later.
     @Test func switchingTheNetworkOffCancelsARequestInFlight() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
@@ -278,7 +278,7 @@ extension PostgRESTTransportTests {
     // failure that may pass, and the next goes through; nothing is applied twice.
     @Test func aRestartedDatabaseIsAFailureThatMayPass() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": "Milk"]))
@@ -301,7 +301,7 @@ extension PostgRESTTransportTests {
     // once the table exists they go.
     @Test func aTableCreatedLaterIsWaitedFor() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let transport = try PostgRESTTransport(url: instance.url, apiKey: instance.apiKey, timeout: 20)
                 var configuration = OutboxConfiguration(autoSync: false)
                 configuration.clock = ManualClock()
@@ -327,7 +327,7 @@ extension PostgRESTTransportTests {
     // the pass stops on the lost connection, and the next sends what is left, each write once.
     @Test func aServerStoppedInTheMiddleOfAPassLosesNothing() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance, batchSize: 1)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 for id in 1...5 {
@@ -359,7 +359,7 @@ extension PostgRESTTransportTests {
     // read-only database (25006) stop the pass and charge nothing.
     @Test func aStoppedBatchAndEnvironmentalRefusalsChargeNothing() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: ["name": "Groceries"]))
@@ -400,7 +400,7 @@ extension PostgRESTTransportTests {
             try await instance.sql(
                 "do $$ begin execute format('alter database %I set default_transaction_read_only = on', current_database()); end $$"
             )
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let (client, _) = try client(path, instance)
                 try await client.settleSession(user: "alice", accessToken: try await instance.token("alice"))
                 try await client.enqueue(.insert(into: "todos", key: ["id": 4], body: ["title": "Eggs"]))
@@ -436,7 +436,7 @@ extension PostgRESTTransportTests {
                 }
                 return (pass, started)
             }
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let transport = try PostgRESTTransport(
                     url: instance.url, apiKey: instance.apiKey, tables: ["todos": ["id"]], timeout: 100)
                 let client = try OutboxClient.open(
@@ -449,7 +449,7 @@ extension PostgRESTTransportTests {
                 #expect(try await client.queue.all().isEmpty)
                 client.close()
             }
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let transport = try PostgRESTTransport(
                     url: instance.url, apiKey: instance.apiKey, tables: ["todos": ["id"]], timeout: 100)
                 let client = try OutboxClient.open(

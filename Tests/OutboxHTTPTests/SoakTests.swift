@@ -34,7 +34,7 @@ struct SoakTests {
         let seconds = Self.seconds ?? 45
         let random = SeededRandomSource(seed: seed)
         func below(_ n: Int) -> Int { Int(random.next() % UInt64(n)) }
-        let root = NSTemporaryDirectory() + "outbox-soak-" + UUID().uuidString
+        let root = TemporaryFolder(prefix: "outbox-soak").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         var devices = (0..<4).map { Device(path: root + "/device\($0)", user: $0 < 2 ? "alice" : "bob") }

@@ -41,7 +41,7 @@ struct SyncCommandTests {
 
     @Test func syncSendsTheLogsWritesAndSaysHowItEnded() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { log in
+            try await TemporaryFolder.with { log in
                 for id in 1...3 { try await Self.enqueue(log, id, title: "t\(id)") }
                 let missing = try await Self.outbox(["sync", log, "--url", instance.url.absoluteString])
                 #expect(missing.status == 2 && missing.stderr.contains("OUTBOX_ACCESS_TOKEN"))
@@ -73,7 +73,7 @@ struct SyncCommandTests {
     // On a terminal, a sync shows how far it got on standard error; in a pipe (above), nothing.
     @Test func syncShowsProgressOnATerminal() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { log in
+            try await TemporaryFolder.with { log in
                 for id in 1...3 { try await Self.enqueue(log, id, title: "t\(id)") }
                 let environment = ["OUTBOX_ACCESS_TOKEN": try await instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
                 let command = [Self.binary.path, "sync", log, "--url", instance.url.absoluteString].joined(separator: " ")
@@ -94,7 +94,7 @@ struct SyncCommandTests {
     // from the database's own record: lost = duplicated = reordered = 0.
     @Test func clientsKilledDuringADrainLoseAndRepeatNothing() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { log in
+            try await TemporaryFolder.with { log in
                 let count = 200
                 var configuration = OutboxConfiguration(autoSync: false)
                 configuration.clock = ManualClock()
@@ -123,7 +123,7 @@ struct SyncCommandTests {
     // --transport contract` sends it to the reference instance: merged or conflicted by what changed.
     @Test func enqueueWithABaseVersionAndSyncThroughTheContract() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { log in
+            try await TemporaryFolder.with { log in
                 func enqueue(_ extra: [String]) async throws -> Run {
                     try await Self.outbox(["enqueue", log, "--user", "alice", "--table", "todos", "--key", #"{"id":1}"#] + extra)
                 }
@@ -185,7 +185,7 @@ struct SyncCommandTests {
     // drain: each counter equals its number of increments, exactly, from the database's own record.
     @Test func incrementsByKilledClientsCountOnce() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { log in
+            try await TemporaryFolder.with { log in
                 var configuration = OutboxConfiguration(autoSync: false)
                 configuration.clock = ManualClock()
                 let client = try OutboxClient.open(path: log, configuration: configuration)
@@ -227,7 +227,7 @@ extension SyncCommandTests {
     // killed with SIGKILL leaves the lock free: the operating system released it.
     @Test func twoSyncsOfOneLogAtOnceSendEachWriteOnce() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { log in
+            try await TemporaryFolder.with { log in
                 for id in 1...30 { try await Self.enqueue(log, id, title: "t\(id)") }
                 let environment = ["OUTBOX_ACCESS_TOKEN": try await instance.token("alice"), "OUTBOX_APIKEY": instance.apiKey]
                 let arguments = ["sync", log, "--url", instance.url.absoluteString, "--batch", "10"]
@@ -260,7 +260,7 @@ extension SyncCommandTests {
     // never "remaining 0" and success.
     @Test func aSyncWithAnotherUsersTokenSaysWhatItDidNotSend() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { log in
+            try await TemporaryFolder.with { log in
                 let run = try await Self.outbox([
                     "enqueue", log, "--user", "bob", "--table", "todos", "--op", "insert", "--key", #"{"id":1}"#,
                     "--body", #"{"title":"bob's"}"#,

@@ -27,7 +27,7 @@ struct WatermarkTests {
 
     @Test func theInstanceKeepsOnlyTheAnswersAboveTheWatermarkAndNeverAppliesBelowIt() async throws {
         try await Instance.with { instance in
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let contract = try ContractTransport(url: instance.url, apiKey: instance.apiKey)
                 let transport = Recording(contract)
                 var configuration = OutboxConfiguration(autoSync: false, batchSize: 50)

@@ -32,7 +32,7 @@ struct ChangeFeedTests {
 
     // R7.4: the events already in the log, then each one committed after, in order and without a gap.
     @Test func theFeedGivesTheLogThenEachCommitInOrder() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             try await client.enqueue(contentsOf: [todo(1), todo(2)])
             let held = try client.log.lastSequence()
@@ -53,7 +53,7 @@ struct ChangeFeedTests {
     // R7.4: an app that kept the last sequence it handled resumes after a reopen with the next one,
     // and then goes on with what the new client commits.
     @Test func aReopenedClientResumesAfterTheLastSequenceHandled() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let first = try await openClient(path, transport: SimulatedInstance())
             try await first.enqueue(contentsOf: (1...5).map { todo($0) })
             let handled = try await Self.take(4, from: first.changes())
@@ -78,7 +78,7 @@ struct ChangeFeedTests {
     // R7.4 against R7.2's bounded stream: 3,000 writes committed while a reader reads nothing lose
     // nothing from the feed (the events stream would say `missed`).
     @Test func aSlowReaderMissesNothing() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.durability = .noSync
             let client = try await openClient(path, configuration: configuration)
@@ -103,7 +103,7 @@ struct ChangeFeedTests {
     // R7.4: a reader that never reads on holds no commit up, and automatic passes committing while
     // another reader follows are seen in full: every write's verdict once.
     @Test func passesCommitWhileTheFeedIsRead() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.autoSync = true
             configuration.durability = .noSync
@@ -128,7 +128,7 @@ struct ChangeFeedTests {
 
     // The feed ends when the client closes, for a reader waiting and for one that starts after.
     @Test func theFeedEndsWhenTheClientCloses() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let last = try client.log.lastSequence()
             let (caughtUp, tell) = AsyncStream<Void>.makeStream()
@@ -150,7 +150,7 @@ struct ChangeFeedTests {
 
     // A cancelled reader's wait ends with CancellationError.
     @Test func aCancelledReaderStops() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let last = try client.log.lastSequence()
             let reader = Task {

@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test func aLogRolledBackBehindItsMarkIsRefusedOnOpen() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.durability = .full
             let client = try await openClient(path, configuration: configuration)
@@ -50,7 +50,7 @@ import Testing
     }
 
     @Test func passCommitsAndNoSyncLogsLeaveTheMarkWhereItWas() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.durability = .full
             let client = try await openClient(path, configuration: configuration, transport: SimulatedInstance())
@@ -62,7 +62,7 @@ import Testing
                 CommitMark.read(at: path + "/last-commit")?.sequence == marked, "a pass's commits may be undone by a power loss")
             client.close()
         }
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.durability = .noSync
             let client = try await openClient(path, configuration: configuration)
@@ -73,7 +73,7 @@ import Testing
     }
 
     @Test func aMarkOfAnotherLogOrOneThatDoesNotReadIsIgnored() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             try await client.enqueue(todo(1))
             client.close()

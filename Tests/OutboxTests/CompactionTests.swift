@@ -25,7 +25,7 @@ import Testing
     }
 
     @Test func theLogMovesItsPrefixIntoASegmentAndKeepsEveryHistory() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await settledLog(path)
             let taken = try await client.history(of: WriteID(7))
             let answered = try await client.history(of: WriteID(205))
@@ -66,7 +66,7 @@ import Testing
     }
 
     @Test func theChangeFeedResumesFromTheSnapshotAndSaysSoBeforeIt() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await settledLog(path)
             let report = try await client.compact()
             let snapshot = try #require(report.snapshot)
@@ -86,7 +86,7 @@ import Testing
     }
 
     @Test func segmentsAreChainedAndAMissingOneIsNamedNeverASilentGap() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await settledLog(path)
             let taken = try await client.history(of: WriteID(7))
             try await client.compact()
@@ -123,7 +123,7 @@ import Testing
     }
 
     @Test func aDamagedSegmentIsNamedByVerify() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await settledLog(path)
             let report = try await client.compact()
             let file = path + "/archive/" + (report.segment?.fileName ?? "")
@@ -143,7 +143,7 @@ import Testing
     }
 
     @Test func theFileIsNotReplacedWhileAnotherOpenHoldsIt() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await settledLog(path)
             // What another process with the log open holds: the holders' lock, shared.
             let other = open(path + "/holders-lock", O_RDWR)
@@ -176,7 +176,7 @@ import Testing
     }
 
     @Test func nothingBeforeTheHorizonChangesNothing() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             let report = try await client.compact(before: 1)
             #expect(report.snapshot == nil && report.segment == nil)
@@ -193,7 +193,7 @@ import Testing
     }
 
     @Test func aHorizonInThePastKeepsTheWritesThatGoOnAfterIt() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             try await client.enqueue(contentsOf: (1...20).map { todo(Int64($0)) })
             #expect(try await client.sync().syncedCount == 20)
@@ -211,7 +211,7 @@ import Testing
     }
 
     @Test func theClientCompactsByItselfBetweenPassesWhenThePolicySaysSo() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.compaction = .when(settledWritesExceed: 50)
             let client = try await openClient(path, configuration: configuration, transport: SimulatedInstance())

@@ -8,7 +8,7 @@ import Testing
 /// never with a server's text or a token (R3.4, R7.1; issue 27, item 5).
 @Suite struct DescriptionTests {
     @Test func aReportAndTheStatusPrintAsOneLine() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             var configuration = testConfiguration()
             configuration.batchSize = 1

@@ -1,4 +1,5 @@
 import OutboxLMDB
+import OutboxTesting
 import Testing
 
 @testable import Outbox
@@ -6,7 +7,7 @@ import Testing
 @Suite struct EnqueueTests {
     // R2.1
     @Test func idsStrictlyIncreaseAcrossTablesAndUsers() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let a = try await client.enqueue(todo(1))
             try await client.settleSession(user: "bob", accessToken: nil)
@@ -20,7 +21,7 @@ import Testing
 
     // R2.2
     @Test func aWriteFollowsUnsettledWritesToTheSameRow() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let insert = try await client.enqueue(todo(1))
             let other = try await client.enqueue(todo(2))
@@ -52,7 +53,7 @@ import Testing
 
     // R2.2, R4.2: explicit dependencies wait until settled.
     @Test func explicitDependenciesWait() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let list = try await client.enqueue(.insert(into: "lists", key: ["id": 7], body: [:]))
             let item = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["list": 7], dependsOn: [list]))
@@ -66,7 +67,7 @@ import Testing
 
     // R2.4: every kind of bad input is a typed error and writes nothing.
     @Test func badInputIsRefusedAndWritesNothing() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let first = try await client.enqueue(todo(1))
             try await client.settleSession(user: "bob", accessToken: nil)
@@ -99,12 +100,12 @@ import Testing
     }
 
     @Test func aWriteNeedsAUserUnlessConfiguredOtherwise() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, user: nil)
             await #expect(throws: OutboxError.noUser) { try await client.enqueue(todo(1)) }
             #expect(try client.eventCount() == 1)
         }
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.requiresUser = false
             let client = try await openClient(path, user: nil, configuration: configuration)
@@ -115,7 +116,7 @@ import Testing
 
     // R4.5: an atomic group is recorded as such.
     @Test func atomicGroupIsRecorded() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)], atomic: true)
             let loose = try await client.enqueue(contentsOf: [todo(4), todo(5)])
@@ -127,7 +128,7 @@ import Testing
     // R2.3: 16 concurrent enqueuers share commits. The writer is held until all 16 wait, so the
     // count is exact, not a timing.
     @Test func concurrentEnqueuesShareOneCommit() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let commitsBefore = client.log.environment.commitCount
             client.log.committer.suspend()
@@ -145,7 +146,7 @@ import Testing
 
     // One job of a group that fails validation fails alone.
     @Test func aRefusedEnqueueDoesNotFailItsGroup() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             client.log.committer.suspend()
             let good = Task { try await client.enqueue(todo(1)) }
@@ -162,7 +163,7 @@ import Testing
     // holds more than the store keeps (4096 entries) writes them out part way, and the projections
     // still equal the fold of the log.
     @Test func aLargeTransactionKeepsProjectionsEqualToTheFold() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let ids = try await client.enqueue(contentsOf: (0..<5000).map { todo(Int64($0)) })
             #expect(Set(ids).count == 5000)
@@ -176,7 +177,7 @@ import Testing
 
     // STYLE.md: the map grows inside the engine (a tiny initial map).
     @Test func growsATinyMap() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.initialMapSize = 32 << 10
             let client = try await openClient(path, configuration: configuration)
@@ -195,7 +196,7 @@ import Testing
     }
 
     @Test func aSecondOpenOfOneLogIsATypedError() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             #expect(throws: OutboxError(.alreadyOpen, "")) { try OutboxClient.open(path: path) }
             _ = client
@@ -203,7 +204,7 @@ import Testing
     }
 
     @Test func aClosedClientRefusesCalls() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             client.close()
             await #expect(throws: OutboxError.closed) { try await client.enqueue(todo(1)) }

@@ -1,5 +1,6 @@
 import Foundation
 import OutboxLMDB
+import OutboxTesting
 import Testing
 
 @testable import Outbox
@@ -9,7 +10,7 @@ import Testing
 @Suite("Errors keep their causes")
 struct ErrorCauseTests {
     @Test func anLMDBErrorIsTheCauseAndSpeaksLMDBsWords() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let error = try #require(throws: OutboxError.self) { try OutboxClient.open(path: path) }
             #expect(error.code == .alreadyOpen)
@@ -24,9 +25,9 @@ struct ErrorCauseTests {
     }
 
     @Test func aForeignFileSaysNotALogWhileItsLMDBErrorSaysWhatLMDBFound() throws {
-        let path = NSTemporaryDirectory() + "outbox-test-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        let folder = TemporaryFolder(created: true)
+        defer { folder.remove() }
+        let path = folder.path
         // An LMDB file with none of a log's databases.
         try Environment(path: path, databases: ["other"]).close()
         var options = EventLog.Options()
@@ -38,7 +39,7 @@ struct ErrorCauseTests {
     }
 
     @Test func aFailedRowReadKeepsTheTransportsErrorOutOfItsMessage() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: RowTransport(fails: true))
             let id = try await client.enqueue(todo(1))
             try await client.record(id, .blocked(.failingAlone, refusal: nil))

@@ -28,7 +28,7 @@ import Testing
     ]
 
     @Test func everyStateSaysWhatHoldsItAndWhatFreesIt() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let fresh = try await client.enqueue(todo(100))
             let ready = try await client.queue.explain(fresh)
@@ -49,7 +49,7 @@ import Testing
     }
 
     @Test func aWaitingWriteIsExplainedThroughTheChainToTheWriteThatHoldsIt() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let insert = try await client.enqueue(todo(1, ""))
             let update = try await client.enqueue(.update("todos", key: ["id": .int(1)], set: ["title": .string("milk")]))
@@ -73,7 +73,7 @@ import Testing
     }
 
     @Test func aMemberOfAnAtomicGroupWaitsBehindWhatAnotherMemberWaitsOn() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let first = try await client.enqueue(todo(1))
             try await client.record(first, .blocked(.keySpent, refusal: nil))
@@ -86,7 +86,7 @@ import Testing
     }
 
     @Test func explainThrowsNotFoundForAWriteTheQueueDoesNotHoldForTheUser() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let id = try await client.enqueue(todo(1))
             try await client.settleSession(user: "bob", accessToken: nil)
@@ -102,7 +102,7 @@ import Testing
     }
 
     @Test func theStatusAndTheReportCountTheWritesHeldBehindADeadOrBlockedWrite() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             let insert = try await client.enqueue(todo(1, ""))
@@ -126,7 +126,7 @@ import Testing
     }
 
     @Test func oneEventWhenAWriteStartsWaitingBehindADeadOrBlockedWrite() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let seen = Seen()
             client.listen { event in

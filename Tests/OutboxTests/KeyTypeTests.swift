@@ -9,7 +9,7 @@ import Testing
 /// half the test.
 @Suite struct KeyTypeTests {
     @Test func aRowIsReadWithTheKeyItWasWrittenWith() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             let base: Int64 = 70_000
@@ -34,7 +34,7 @@ import Testing
     }
 
     @Test func aModelWrittenWithoutAKeyTakesItFromTheTablesKeyColumns() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             instance.setKeyColumns(["todos": ["id"]])
             let client = try await openClient(path, transport: instance)
@@ -52,7 +52,7 @@ import Testing
     }
 
     @Test func aKeyThatDisagreesWithTheBodyIsRefusedAndNothingIsQueued() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             let before = try client.eventCount()
             await #expect(throws: OutboxError.self) {
@@ -74,7 +74,7 @@ import Testing
     }
 
     @Test func aModelWithoutAKeyNeedsTheColumnsAndEachOfThemInTheModel() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             struct Untitled: Codable { var title: String }
             let unknown = try await openClient(path, transport: SimulatedInstance())
             do {

@@ -14,7 +14,7 @@ import Testing
     }
 
     @Test func keyAndBodyUpToTheLimitReadBackAndOnePastIsRefused() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let atLimit = Self.write(ofJSONBytes: Write.maxJSONBytes)
             #expect(JSONText.render(atLimit.key).utf8.count + JSONText.render(atLimit.body).utf8.count == Write.maxJSONBytes)
@@ -33,7 +33,7 @@ import Testing
     }
 
     @Test func namesUpToTheLimitAreTakenAndOnePastIsRefused() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let name = String(repeating: "n", count: Write.maxNameBytes)
             let long = name + "n"
@@ -56,7 +56,7 @@ import Testing
     }
 
     @Test func dependsOnUpToTheLimitIsTakenAndOnePastIsRefused() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let ids = try await client.enqueue(contentsOf: (1...Write.maxDependencies + 1).map { todo(Int64($0)) })
             var write = todo(0)
@@ -86,7 +86,7 @@ import Testing
     static let long = String(repeating: "support@example.com ", count: 4_800)  // 96,000 characters
 
     @Test func aCodeThatIsNoIdentifierNeverReachesTheStatus() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             var configuration = testConfiguration()
             configuration.batchSize = 1
@@ -160,7 +160,7 @@ import Testing
     }
 
     @Test func listingAGroupReadsEachMemberAConstantNumberOfTimes() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let size = 2_000
             _ = try await client.enqueue(contentsOf: (1...size).map { todo(Int64($0)) }, atomic: true)
@@ -177,7 +177,7 @@ import Testing
 
 extension AtomicGroupCostTests {
     @Test func planningAroundAGroupThatCannotGoReadsItOnce() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let refused = try await client.enqueue(todo(0))
             try await client.record(refused, .refused(Refusal(status: 422, code: "23514")), refusals: 1)

@@ -23,7 +23,7 @@ import Testing
     // through n thunks, and 10,000 to 12,000 commits overflowed a 512 KiB stack (so did releasing the
     // chain). Held in a class box, 200,000 commits and the release run in constant stack.
     @Test func commitNotificationsCostTheSameAfterManyCommits() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let told = Mutex(0)
             let log = client.log
@@ -45,7 +45,7 @@ import Testing
     // R7.2, R5.2: the report of every automatic pass reaches the events stream, and nothing the client
     // keeps grows with the passes (they were kept in a list that grew for the life of the client).
     @Test func tenThousandAutomaticPassesKeepNothing() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.autoSync = true
             configuration.durability = .noSync

@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test func aLogOfTheEarlierFormatReadsAsItDidAndGoesOn() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             try FileManager.default.copyItem(
                 atPath: Self.fixture.appendingPathComponent("data.mdb").path, toPath: path + "/data.mdb")

@@ -8,7 +8,7 @@ import Testing
 struct PoolTests {
     @Test("a client's passes, triggers, status and calls read and write the log off Swift's pool")
     func noTransactionOnThePool() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let clock = ManualClock()
             var configuration = testConfiguration(clock: clock)
             configuration.autoSync = true

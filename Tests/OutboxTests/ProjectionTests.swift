@@ -91,7 +91,7 @@ import Testing
 
     @Test(arguments: [1, 2, 3] as [UInt64])
     func rebuildEqualsIncrementalProjections(seed: UInt64) async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, configuration: testConfiguration(seed: seed))
             let random = SeededRandomSource(seed: seed)
             var nextId: UInt64 = 1
@@ -128,7 +128,7 @@ import Testing
     // for the attempt and one for the answer, whose value is the verdict's offset. The history still
     // lists every event, and a rebuild indexes the same bytes (R8.2).
     @Test func aVerdictIsIndexedWithItsAnswer() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
             try await client.sync()
@@ -154,7 +154,7 @@ import Testing
     // R8.6: a list key too short to end with an id (a damaged file) is a typed `.damaged` error for the
     // pass and the queue's reads, never a crash or a read past the key.
     @Test func aListKeyTooShortForItsIdIsDamage() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             _ = try await client.enqueue(todo(1))
             let environment = client.log.environment
@@ -169,7 +169,7 @@ import Testing
 
     // R8.2: verify finds a projection that disagrees with the log.
     @Test func verifyFindsATamperedProjection() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let id = try await client.enqueue(todo(1))
             _ = try client.log.environment.write { txn in
@@ -188,7 +188,7 @@ import Testing
 
     // R8.3 and R8.4: a write's history from the index; the state as of any sequence.
     @Test func historyAndTimeTravel() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let a = try await client.enqueue(todo(1))
             let b = try await client.enqueue(todo(2))
@@ -216,7 +216,7 @@ import Testing
 
     // Opening a log does not scan it: the projections are read as stored.
     @Test func reopenKeepsProjectionsWithoutRebuilding() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             do {
                 let client = try await openClient(path)
                 _ = try await client.enqueue(contentsOf: (1...50).map { todo(Int64($0)) })
@@ -232,7 +232,7 @@ import Testing
     // keys in `rows`; layout 7 keeps them whole. Without the rebuild a new write to the row would look
     // for the new key, find no earlier write, and overtake it (R2.2).
     @Test func anOlderLayoutIsRebuiltOnOpen() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let row: JSONValue = ["id": "0190b6e2-0000-7000-8000-000000000000"]
             let first: WriteID
             do {
@@ -267,7 +267,7 @@ import Testing
 /// of 0 would give ids again, R2.1); at open, a damaged layout or applied mark rebuilds the projections.
 @Suite struct DamagedMetaTests {
     @Test func aNextWriteIdOfTheWrongLengthIsDamageAndChangesNothing() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             try await client.enqueue(todo(1))
             let environment = client.log.environment
@@ -291,7 +291,7 @@ import Testing
     }
 
     @Test func aLayoutOfTheWrongLengthRebuildsOnOpen() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             do {
                 let client = try await openClient(path)
                 try await client.enqueue(todo(1))
@@ -320,7 +320,7 @@ import Testing
 /// the commit (R8.2).
 @Suite struct TransactionStoreTests {
     @Test func readsAndScansInATransactionSeeItsOwnChanges() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let log = try EventLog(path: path)
             let key = IdempotencyKey(high: 1, low: 2)
             func queued(_ id: UInt64, row: Int64) -> Event {
@@ -357,7 +357,7 @@ import Testing
     /// key order and a write removed and queued over in the same transaction, LMDB ends up holding what
     /// a fold of the log makes (R8.2), and a later transaction reads it back.
     @Test func aLargeTransactionWithChangesOutOfOrderFoldsAsTheLogSays() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let log = try EventLog(path: path)
             let key = IdempotencyKey(high: 1, low: 2)
             try log.transaction(sync: .standard) { appender in

@@ -27,7 +27,7 @@ import Testing
 
     @Test(arguments: Call.allCases)
     func eachCallTakesItsStatesAndNoOthers(call: Call) async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             for (index, row) in Self.takes.enumerated() {
                 let id = try await client.enqueue(todo(Int64(index + 1)))

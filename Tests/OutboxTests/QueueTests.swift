@@ -26,7 +26,7 @@ final class RowTransport: OutboxTransport {
 @Suite struct QueueTests {
     // R6.1
     @Test func takeAnsweredClearsAndReturnsInOneStep() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
             try await client.record(ids[0], .accepted)
@@ -44,7 +44,7 @@ final class RowTransport: OutboxTransport {
 
     // R6.1: an answered write that a waiting write depends on stays until that one is answered.
     @Test func anAnsweredWriteADependentWaitsOnStays() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let parent = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
             let child = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: [:], dependsOn: [parent]))
@@ -62,7 +62,7 @@ final class RowTransport: OutboxTransport {
 
     // R6.2
     @Test func discardTakesOnlyRefusedOrDeadWrites() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
             try await client.record(ids[0], .refused(Refusal(status: 422, code: "23514")), refusals: 1)
@@ -80,7 +80,7 @@ final class RowTransport: OutboxTransport {
 
     // R6.2: a write others wait on is discarded only with its dependents, which are refused unsent.
     @Test func discardWithDependentsRefusesThemUnsent() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let list = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
             let item = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: [:], dependsOn: [list]))
@@ -101,7 +101,7 @@ final class RowTransport: OutboxTransport {
     // one would otherwise be resent forever behind a write that never reached the instance, and never
     // reach a terminal state (simulation seed 4027642: an aborted atomic group, one member discarded).
     @Test func discardWithDependentsRefusesDependentsThatAreNotPending() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let list = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
             let waiting = try await client.enqueue(
@@ -127,7 +127,7 @@ final class RowTransport: OutboxTransport {
     // unknown, it is not discarded, nor is a write whose discard would refuse it unsent: the instance
     // could apply it after the log said it was gone or refused for good.
     @Test func discardWaitsForTheOutcomeOfTheLastSend() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             let list = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
@@ -150,7 +150,7 @@ final class RowTransport: OutboxTransport {
 
     // Decision 013: a dependent in doubt keeps its ancestor from being discarded with it.
     @Test func discardWithDependentsWaitsForADependentInDoubt() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             let list = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
@@ -169,7 +169,7 @@ final class RowTransport: OutboxTransport {
 
     // R6.3
     @Test func releaseSendsAgainUnderAFreshKeyKeepingTheCount() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3), todo(4)])
             try await client.record(ids[0], .blocked(.keySpent, refusal: nil), refusals: 1)
@@ -190,7 +190,7 @@ final class RowTransport: OutboxTransport {
     }
 
     @Test func releaseByReasonReleasesEveryWriteBlockedSo() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
             try await client.record(ids[0], .blocked(.failingAlone, refusal: nil))
@@ -203,7 +203,7 @@ final class RowTransport: OutboxTransport {
 
     // R6.4
     @Test func withdrawReadsTheRowAndRefusesDependentsUnsent() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let transport = RowTransport(rows: ["todos{\"id\":1}": ["id": 1, "title": "server's"]])
             let client = try await openClient(path, transport: transport)
             let edit = try await client.enqueue(.update("todos", key: ["id": 1], set: ["title": "mine"], baseVersion: 3))
@@ -224,7 +224,7 @@ final class RowTransport: OutboxTransport {
     }
 
     @Test func withdrawOfARowTheInstanceLacksReadsNull() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: RowTransport())
             let id = try await client.enqueue(todo(1))
             try await client.record(id, .blocked(.instanceChanged, refusal: nil))
@@ -233,7 +233,7 @@ final class RowTransport: OutboxTransport {
     }
 
     @Test func aFailedRowReadChangesNothing() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: RowTransport(fails: true))
             let id = try await client.enqueue(todo(1))
             try await client.record(id, .blocked(.failingAlone, refusal: nil))
@@ -245,7 +245,7 @@ final class RowTransport: OutboxTransport {
     }
 
     @Test func queueCallsActOnlyOnTheCurrentUsersWrites() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let alices = try await client.enqueue(todo(1))
             try await client.record(alices, .refused(Refusal(status: 400)), refusals: 1)
@@ -261,7 +261,7 @@ final class RowTransport: OutboxTransport {
     // R7.3: a token of another subject latches identityChanged; a matching one clears it. Tokens are
     // never written (R8.7).
     @Test func aTokenOfAnotherSubjectBlocksPendingWrites() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, user: nil)
             try await client.settleSession(user: "alice", accessToken: token(subject: "alice"))
             let id = try await client.enqueue(todo(1))
@@ -280,7 +280,7 @@ final class RowTransport: OutboxTransport {
     // tells the events stream (passStopped); the pending write counts as blocked. A matching token
     // lets the next sync send it with that token.
     @Test func aLatchedSessionSendsNothingAndSaysWhy() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, user: nil, transport: instance)
             let events = client.events
@@ -306,7 +306,7 @@ final class RowTransport: OutboxTransport {
     }
 
     @Test func theSessionSurvivesReopen() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             do {
                 let client = try await openClient(path, user: "carol")
                 _ = try await client.enqueue(todo(1))
@@ -320,7 +320,7 @@ final class RowTransport: OutboxTransport {
     // A client let go closes its log even while something else (here the test, in the library one of
     // the writer's own tasks finishing) still holds the log: the path opens again at once.
     @Test func aClientLetGoClosesItsLog() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             var client: OutboxClient? = try await openClient(path)
             let log = client?.log
             _ = try await client?.enqueue(todo(1))
@@ -341,7 +341,7 @@ final class RowTransport: OutboxTransport {
 struct CancelTests {
     @Test("a write nothing has sent leaves the queue; its explicit dependents are refused unsent; its row goes on")
     func cancelTakesAnUnsentWriteOut() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             let milk = try await client.enqueue(todo(1))
@@ -372,7 +372,7 @@ struct CancelTests {
 
     @Test("a write of an atomic group takes its whole group with it")
     func cancelTakesTheGroup() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             let group = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)], atomic: true)
@@ -391,7 +391,7 @@ struct CancelTests {
 struct LookUpTests {
     // One write, and the writes of one row, as all() shows them; another user's or a gone write is nil.
     @Test func oneWriteAndOneRowAreLookedUp() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             let first = try await client.enqueue(todo(1))
@@ -415,7 +415,7 @@ struct LookUpTests {
     // R8.3, R8.4 from the app: the history and the past state of its current user's writes only; another user's
     // write is not found, as if the log never held it (the `outbox` tool still reads every user's).
     @Test func historyAndPastStateAreTheCurrentUsers() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             let alices = try await client.enqueue(todo(1))
             try await client.settleSession(user: "bob", accessToken: nil)
@@ -435,7 +435,7 @@ struct LookUpTests {
 
     // The app's spinner on one row: settled(id) returns once the write has an outcome.
     @Test func settledWaitsForTheOutcome() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             let id = try await client.enqueue(todo(1))

@@ -169,7 +169,7 @@ struct ClassificationTests {
 struct ReplayerTests {
     @Test("R7.1: the status counts a moving write exactly once under concurrent syncs")
     func statusCountsOnce() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             var configuration = testConfiguration()
             configuration.maxRefusals = 1000
@@ -209,7 +209,7 @@ struct ReplayerTests {
 
     @Test("R5.1: syncs that meet a running pass share the one that waits, and report only what it sent")
     func coalesced() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let (client, transport, first) = try await syncHeldAtItsFirstSend(path, writes: 3)
             let waiters = (0..<5).map { _ in Task { try await client.sync() } }
             await eventually { client.syncState.withLock { $0.waiting.count == 1 } }
@@ -226,7 +226,7 @@ struct ReplayerTests {
 
     @Test("R7.3: clearLocalData cancels a running pass first; its report counts what it sent")
     func clearCancels() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let (client, transport, pass) = try await syncHeldAtItsFirstSend(path, writes: 4)
             let clear = Task { try await client.clearLocalData(user: "alice") }
             await eventually { client.syncState.withLock { !$0.clearing.isEmpty } }
@@ -243,7 +243,7 @@ struct ReplayerTests {
 
     @Test("R4.3: a write the transport cannot make is refused unmade (final), never sent, never released")
     func unmade() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let transport = GatedTransport(unmadeTables: ["legacy"], gated: false)
             let client = try await openClient(path, transport: transport)
             let legacy = try await client.enqueue(.insert(into: "legacy", key: ["id": 1], body: [:]))
@@ -264,7 +264,7 @@ struct ReplayerTests {
 
     @Test("R3.2: a write released under a fresh key whose earlier copy was applied is answered replayed, by (origin, id)")
     func dedupByOrigin() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             let id = try await client.enqueue(todo(1))
@@ -282,7 +282,7 @@ struct ReplayerTests {
 
     @Test("P7, R7.3: every request carries the token of the user who owns its writes")
     func tokensPerUser() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             var configuration = testConfiguration()
             configuration.batchSize = 1
@@ -308,7 +308,7 @@ struct ReplayerTests {
 
     @Test("R7.2, R3.4, P6: the events stream says what changed, never the server's text")
     func eventsStream() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             var configuration = testConfiguration()
             configuration.maxRefusals = 2
@@ -355,7 +355,7 @@ struct ReplayerTests {
 
     @Test("R7.1: the status reflects an earlier run's queue from open, and keeps its value after close")
     func statusFromOpen() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             do {
                 let client = try await openClient(path)
                 try await client.enqueue(todo(1))
@@ -375,7 +375,7 @@ struct ReplayerTests {
 
     @Test("R5.4: a monitor that ends counts as unknown; its words move the status")
     func monitor() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             let (words, continuation) = AsyncStream<Bool>.makeStream()
             client.monitorConnectivity(words)
@@ -390,7 +390,7 @@ struct ReplayerTests {
 
     @Test("R5.3: jitter stays within the fraction the app set, drawn from the injected generator")
     func jitter() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let clock = ManualClock()
             var configuration = testConfiguration(clock: clock)
             configuration.autoSync = true

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTesting
 import Synchronization
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 @Suite struct SeamTests {
     // TESTING.md §2: a crash point does nothing until armed, then acts at its n-th pass.
     @Test func crashPointsFireAtTheNamedPass() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let hits = Mutex<[Int]>([])
             var configuration = testConfiguration()
             let plan = CrashPlan(point: .enqueueAfterCommit, occurrence: 2, action: { hits.withLock { $0.append(1) } })
@@ -50,7 +51,7 @@ import Testing
     @Test func sameSeedSameLog() async throws {
         var logs: [[String]] = []
         for _ in 0..<2 {
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let client = try await openClient(path, configuration: testConfiguration(seed: 42))
                 _ = try await client.enqueue(contentsOf: [todo(1), todo(2)])
                 logs.append(try await client.events().map { JSONText.render($0.json) })
@@ -60,7 +61,7 @@ import Testing
     }
 
     @Test func badSessionAndConfigurationAreTypedErrors() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let before = try client.eventCount()
             await #expect(throws: OutboxError.invalidWrite) { try await client.settleSession(user: "", accessToken: nil) }
@@ -68,7 +69,7 @@ import Testing
             #expect(try client.eventCount() == before)
             #expect(client.currentUser == "alice")
         }
-        await withTemporaryLog { path in
+        await TemporaryFolder.with { path in
             var configuration = testConfiguration()
             configuration.maxRefusals = 0
             #expect(throws: OutboxError.self) { try OutboxClient.open(path: path, configuration: configuration) }
@@ -90,7 +91,7 @@ import Testing
 
     // `localizedDescription` is the outbox's sentence, not "The operation could not be completed".
     @Test func theLocalizedDescriptionSaysWhatHappened() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             do {
                 _ = try await openClient(path)

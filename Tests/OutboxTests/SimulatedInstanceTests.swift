@@ -9,7 +9,7 @@ import Testing
 @Suite struct SimulatedInstanceTests {
     // The first try of every todo fails with a 503; the second goes through.
     @Test func aResponderAnswersTheAttemptItNames() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             instance.respond(table: "todos", attempt: 1, with: .status(503))
             let client = try await openClient(path, transport: instance)
@@ -25,7 +25,7 @@ import Testing
     // One row's writes are refused, as often as allowed; the others are accepted; a predicate picks
     // what no table or key can name.
     @Test func respondersPickWritesByKeyAndByPredicate() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             instance.respond(key: ["id": 2], with: .verdict(.refused(Refusal(status: 422, code: "23514"))), times: 1)
             instance.respond(
@@ -42,7 +42,7 @@ import Testing
     // A request waits out the latency in flight; closing the client then cancels it: nothing is
     // applied, and the write is sent again by the next client.
     @Test func aLatencyHoldsTheRequestInFlight() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance(latency: .seconds(600))
             let client = try await openClient(path, transport: instance)
             let id = try await client.enqueue(todo(1))

@@ -4,13 +4,6 @@ import Testing
 
 @testable import Outbox
 
-/// A fresh folder path (not created) under the temporary directory, removed when the test ends.
-func withTemporaryLog<R>(_ body: (String) async throws -> R) async rethrows -> R {
-    let path = NSTemporaryDirectory() + "outbox-test-" + UUID().uuidString
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(path)
-}
-
 /// A deterministic configuration: manual clock, seeded randomness, no automatic passes.
 func testConfiguration(seed: UInt64 = 1, clock: ManualClock = ManualClock()) -> OutboxConfiguration {
     var configuration = OutboxConfiguration(autoSync: false)

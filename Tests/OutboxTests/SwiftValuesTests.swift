@@ -1,4 +1,5 @@
 import Foundation
+import OutboxTesting
 import Testing
 
 @testable import Outbox
@@ -56,7 +57,7 @@ import Testing
     }
 
     @Test func anEncodableModelIsQueuedAndReadBack() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let todo = Todo(id: 3, title: "Bread", done: false, note: nil, tags: ["bakery"])
             let id = try await client.enqueue(try .insert(into: "todos", key: ["id": todo.id], encoding: todo))
@@ -72,7 +73,7 @@ import Testing
     // A model that does not encode, or not as an object, and a body read as the wrong model, are
     // invalid writes with a typed error; nothing is queued.
     @Test func whatDoesNotEncodeOrDecodeIsATypedError() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             for attempt in [
                 { try Write.insert(into: "todos", key: ["id": 1], encoding: Pair()) },

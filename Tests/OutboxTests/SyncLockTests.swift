@@ -10,7 +10,7 @@ import Testing
 struct SyncLockTests {
     @Test("R5.7: a pass that finds the lock held past its wait sends nothing, charges nothing and reports busy")
     func aHeldLockMakesThePassBusy() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             var configuration = testConfiguration()
             configuration.syncLockWait = 0
@@ -43,7 +43,7 @@ struct SyncLockTests {
 
     @Test("R5.7: a pass waits for the lock on the client's clock, and sends once it is free")
     func aPassWaitsForTheLock() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let clock = ManualClock()
             var configuration = testConfiguration()
@@ -74,7 +74,7 @@ struct SyncLockTests {
 
     @Test("R5.7: past the wait, the pass ends busy")
     func aPassGivesUpAfterItsWait() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let clock = ManualClock()
             var configuration = testConfiguration()

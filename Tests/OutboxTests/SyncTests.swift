@@ -8,7 +8,7 @@ import Testing
 struct SyncTests {
     @Test("R4.1: a pass sends pending writes in id order and records each verdict")
     func sendsInOrder() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             for n in 1...3 { try await client.enqueue(todo(Int64(n))) }
@@ -26,7 +26,7 @@ struct SyncTests {
 
     @Test("R4.4: writes a transport did not send stay pending, uncharged, and the pass stops after the batch")
     func notSentWritesStayPending() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             for n in 1...4 { try await client.enqueue(todo(Int64(n))) }
@@ -60,7 +60,7 @@ struct SyncTests {
 struct DecisionCheckTests {
     @Test("a log whose recorded decision differs from today's is reported at that event")
     func findsADifferentDecision() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let id = try await client.enqueue(todo(1))
             let refusal = Refusal(status: 422, code: "23514")
@@ -88,7 +88,7 @@ struct DecisionCheckTests {
     @Test("verdicts joined in one event or one event each check the same; a changed one is found")
     func joinedAndSingleVerdictsCheckTheSame() async throws {
         for form in ["single", "joined", "changed"] {
-            try await withTemporaryLog { path in
+            try await TemporaryFolder.with { path in
                 let client = try await openClient(path)
                 let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
                 let refusal = Refusal(status: 422, code: "23514")
@@ -138,7 +138,7 @@ struct DecisionCheckTests {
     /// `verdictsRecorded`, and each write's history holds it.
     @Test("a drained batch records its verdicts in one event")
     func aDrainedBatchRecordsOneVerdictsEvent() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
             try await client.sync()
@@ -158,7 +158,7 @@ struct DecisionCheckTests {
 
     @Test("a pass that went on where today's code stops is reported")
     func findsAMissedStop() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let id = try await client.enqueue(todo(1))
             try await client.log.append { appender in
@@ -178,7 +178,7 @@ struct DecisionCheckTests {
 
     @Test("every scenario-like run of real passes has the same decisions")
     func realPassesAgree() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let client = try await openClient(path, transport: instance)
             for n in 1...8 { try await client.enqueue(todo(Int64(n))) }
@@ -198,7 +198,7 @@ struct DecisionCheckTests {
 struct SyncMisuseTests {
     @Test("sync throws only for misuse: no transport, or a closed client")
     func misuse() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let bare = try await openClient(path)
             await #expect(throws: OutboxError(.noTransport, "")) { try await bare.sync() }
             bare.close()
@@ -214,7 +214,7 @@ struct SyncMisuseTests {
 struct AtomicGroupBoundsTests {
     @Test("an atomic group of more than maxGroupSize writes is refused and writes nothing (R2.4)")
     func tooLarge() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let before = try client.eventCount()
             let writes = (0...WriteQueued.maxGroupSize).map { todo(Int64($0)) }

@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test func anExpiredTokenIsAskedForOnceMoreAndTheSameRequestGoesAgain() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let provider = Provider([token(subject: "alice"), token(subject: "alice") + "-fresh"])
             let client = try await open(path, provider, instance)
@@ -47,7 +47,7 @@ import Testing
     // A token refused in the middle of a batch (a transport that sends a request per write): the rest
     // goes again under a fresh token, from the write that was not sent.
     @Test func aTokenRefusedInTheMiddleOfABatchResendsTheRest() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let provider = Provider([token(subject: "alice"), token(subject: "alice") + "-fresh"])
             let client = try await open(path, provider, instance)
@@ -65,7 +65,7 @@ import Testing
     }
 
     @Test func aSecondRefusalOfTheTokenStopsThePass() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let provider = Provider([token(subject: "alice"), token(subject: "alice"), token(subject: "alice")])
             let client = try await open(path, provider, instance)
@@ -85,7 +85,7 @@ import Testing
     }
 
     @Test func noTokenOrAnotherUsersTokenSendsNothing() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             let provider = Provider([nil, token(subject: "bob"), token(subject: "alice")])
             let client = try await open(path, provider, instance)
@@ -129,7 +129,7 @@ extension TokenProviderTests {
     // R7.5: the token is resolved in one place for sends and reads: withdraw's row read on a client
     // opened with a token provider goes with the provider's token, not the session's (none here).
     @Test func withdrawReadsTheRowWithTheProvidersToken() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let transport = RowReadingTransport()
             let provider = Provider([token(subject: "alice"), nil])
             let client = try OutboxClient.open(
@@ -160,7 +160,7 @@ final class CapturingTransport: OutboxTransport {
 @Suite struct OutgoingWriteTests {
     // The boundary carries what a real transport needs: the write's user and when it was queued.
     @Test func aWriteGoesOutWithItsUserAndItsTime() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let clock = ManualClock()
             let transport = CapturingTransport()
             let client = try await openClient(path, configuration: testConfiguration(clock: clock), transport: transport)

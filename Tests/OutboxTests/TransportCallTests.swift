@@ -54,7 +54,7 @@ final class WatchedTransport: OutboxTransport {
 /// between transactions, and decides the same as when it asked inside them.
 @Suite struct TransportCallTests {
     @Test func theTransportIsNeverCalledOnTheLogsWriter() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let transport = WatchedTransport()
             var configuration = testConfiguration()
             configuration.batchSize = 5
@@ -104,7 +104,7 @@ extension TransportCallTests {
     // them; updates that follow writes of an earlier batch are foreseen too.
     @Test(arguments: [nil, 2] as [Int?])
     func aDrainIsOneTransactionARequest(size: Int?) async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let transport = SizedTransport(size: size)
             var configuration = testConfiguration()
             configuration.batchSize = 10

@@ -8,7 +8,7 @@ import Testing
 /// write holds it; writes out of the queue count.
 @Suite struct WatermarkTests {
     @Test func theWatermarkStopsBelowTheFirstWriteThatMayStillGo() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             func watermark() throws -> UInt64 { try client.log.read { try Watermark.acknowledged($0, from: 0) } }
             #expect(try watermark() == 0)
@@ -36,7 +36,7 @@ import Testing
     }
 
     @Test func theSimulatedInstanceKeepsOnlyWhatIsInFlightAndRefusesAResendBelowIt() async throws {
-        try await withTemporaryLog { path in
+        try await TemporaryFolder.with { path in
             let instance = SimulatedInstance()
             var configuration = testConfiguration()
             configuration.batchSize = 50

@@ -22,7 +22,7 @@ struct PowerLossTests {
         "a power loss undoes a pass's last commit, never an enqueue's; the write is resent under its key and applied once (R2.3, R4.6)"
     )
     func undoesTheLastPassCommit() async throws {
-        let path = NSTemporaryDirectory() + "outbox-power-" + UUID().uuidString
+        let path = TemporaryFolder(prefix: "outbox-power").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let instance = SimulatedInstance()
         func open() async throws -> OutboxClient {
@@ -56,7 +56,7 @@ struct PowerLossTests {
         "a request that follows a write answered in the last commit goes once that commit is durable; others do not wait for a flush (R9.3, R2.3, decision 013)"
     )
     func aFollowerGoesOnlyOnceTheAnswerItFollowsIsDurable() async throws {
-        let path = NSTemporaryDirectory() + "outbox-power-" + UUID().uuidString
+        let path = TemporaryFolder(prefix: "outbox-power").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let transport = OneWriteARequest()
         let client = try OutboxClient.open(path: path, transport: transport, configuration: Self.configuration())
@@ -76,7 +76,7 @@ struct PowerLossTests {
 
     @Test("the model refuses a file that is not LMDB's")
     func refusesAFileThatIsNotLMDB() throws {
-        let path = NSTemporaryDirectory() + "outbox-power-" + UUID().uuidString
+        let path = TemporaryFolder(prefix: "outbox-power").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 7, count: 8192)))
         #expect(throws: PowerLoss.Unexpected.self) { try PowerLoss.undoLastCommit(file: path) }
