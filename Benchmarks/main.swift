@@ -83,7 +83,7 @@ func measure<State>(_ setUp: () throws -> State, _ body: (State) throws -> Void,
 }
 
 /// One side of a comparison: fresh state from `setUp`, the timed work, the clean-up.
-struct Side {
+struct MeasuredSide {
     let run: () throws -> Double
     init<State>(
         _ setUp: @escaping () throws -> State, _ body: @escaping (State) throws -> Void,
@@ -100,7 +100,7 @@ struct Side {
 /// Runs the sides interleaved (A B A B …: one warm-up round, then `runs` timed rounds), so the drift of
 /// this shared machine falls on each side alike. Each side's median and best, and each side's ratio to
 /// the first: the median of the ratios taken round by round.
-func interleaved(_ sides: [Side]) throws -> [(figure: (median: Double, best: Double), ratio: Double)] {
+func interleaved(_ sides: [MeasuredSide]) throws -> [(figure: (median: Double, best: Double), ratio: Double)] {
     var times = Array(repeating: [Double](), count: sides.count)
     for round in 0...options.runs {
         let measured = try sides.map { try $0.run() }
@@ -113,7 +113,7 @@ func interleaved(_ sides: [Side]) throws -> [(figure: (median: Double, best: Dou
     }
 }
 
-struct Row {
+struct FigureRow {
     let name: String
     let size: Int
     let median: Double
@@ -123,14 +123,14 @@ struct Row {
     /// The engine's time over the baseline's: per round when the two ran interleaved, else of the medians.
     let ratio: Double
 }
-var rows: [Row] = []
+var rows: [FigureRow] = []
 
 @MainActor func report(
     _ name: String, size: Int, _ figure: (median: Double, best: Double), baseline: String, _ base: (median: Double, best: Double),
     ratio: Double? = nil
 ) {
     rows.append(
-        Row(
+        FigureRow(
             name: name, size: size, median: figure.median, best: figure.best, baseline: baseline, baselineMedian: base.median,
             ratio: ratio ?? figure.median / base.median))
 }
@@ -294,11 +294,11 @@ if selected("enqueue-durable") {
     let all = writes(size)
     let records = sampleRecords(size)
     let measured = try interleaved([
-        Side(
+        MeasuredSide(
             { temporaryPath() }, { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } },
             tearDown: removing),
-        Side({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
-        Side({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
+        MeasuredSide({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
+        MeasuredSide({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
     ])
     report(
         "1. durable enqueue, one at a time", size: size, measured,
@@ -309,9 +309,9 @@ if selected("enqueue-durable") {
 func peerSide(
     _ body: @escaping (SQLiteOutbox) -> Void, filled rows: [(table: String, op: String, key: String, body: String)] = []
 )
-    -> Side
+    -> MeasuredSide
 {
-    Side(
+    MeasuredSide(
         { () -> (String, SQLiteOutbox) in
             let path = temporaryPath()
             let peer = SQLiteOutbox(path: path)
@@ -334,7 +334,7 @@ if selected("enqueue-concurrent") {
     let size = options.quick ? 320 : 10_000
     let all = writes(size)
     let rows = peerRows(all)
-    let engine = Side(
+    let engine = MeasuredSide(
         { temporaryPath() },
         { path in
             withClient(path) { client in
@@ -362,7 +362,7 @@ if selected("enqueue-concurrent") {
 }
 
 /// The SQLite peer's bulk enqueue: 1000 rows a transaction.
-func peerBulk(_ rows: [(table: String, op: String, key: String, body: String)]) -> Side {
+func peerBulk(_ rows: [(table: String, op: String, key: String, body: String)]) -> MeasuredSide {
     peerSide { peer in
         var index = 0
         while index < rows.count {
@@ -378,11 +378,11 @@ if selected("bulk-enqueue") {
     let all = writes(bulkSize)
     let records = sampleRecords(bulkSize)
     let measured = try interleaved([
-        Side({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
-        Side({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing),
-        Side({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records) }, tearDown: removing),
+        MeasuredSide({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
+        MeasuredSide({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing),
+        MeasuredSide({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records) }, tearDown: removing),
         peerBulk(peerRows(all)),
-        Side({ temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records) }, tearDown: removing),
+        MeasuredSide({ temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records) }, tearDown: removing),
     ])
     report(
         "3. bulk enqueue (1000/txn, projections included)", size: bulkSize, Array(measured.prefix(4)),
@@ -393,9 +393,9 @@ if selected("bulk-enqueue") {
     let v7 = writesWithUUIDKeys(bulkSize, timeOrdered: true)
     let v4 = writesWithUUIDKeys(bulkSize, timeOrdered: false)
     let keyed = try interleaved([
-        Side({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
-        Side({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, v7) } }, tearDown: removing),
-        Side({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, v4) } }, tearDown: removing),
+        MeasuredSide({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
+        MeasuredSide({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, v7) } }, tearDown: removing),
+        MeasuredSide({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, v4) } }, tearDown: removing),
     ])
     report(
         "3. bulk enqueue, UUIDv7 keys", size: bulkSize, keyed[1].figure, baseline: "integer keys", keyed[0].figure,
@@ -421,7 +421,7 @@ if selected("drain") {
     let all = writes(bulkSize)
     let records = sampleRecords(bulkSize)
     let peak = Mutex(0)
-    let engine = Side(
+    let engine = MeasuredSide(
         { () -> String in
             let path = temporaryPath()
             blocking { try await bulkEnqueue(path: path, all) }
@@ -447,17 +447,17 @@ if selected("drain") {
         }, tearDown: removing)
     let rows = peerRows(all)
     let peer = peerSide({ peer in precondition(peer.drain(batch: 100) == rows.count) }, filled: rows)
-    let raw = Side(
+    let raw = MeasuredSide(
         { () -> (String, RawEnvironment) in
             let path = temporaryPath()
             return (path, rawAppend(path: path, records: records, perTransaction: 1000))
         }, { rawDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) })
-    let floor = Side(
+    let floor = MeasuredSide(
         { () -> (String, RawEnvironment) in
             let path = temporaryPath()
             return (path, floorEnqueue(path: path, records: records))
         }, { floorDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) })
-    let chained = Side(
+    let chained = MeasuredSide(
         { () -> (String, RawEnvironment) in
             let path = temporaryPath()
             return (path, chainedFloorEnqueue(path: path, records: records))
@@ -481,14 +481,14 @@ if options.filter == "floors" {
     let records = sampleRecords(bulkSize)
     let rows = peerRows(all)
     let enqueue = try interleaved([
-        peerBulk(rows), Side({ temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records) }, tearDown: removing),
+        peerBulk(rows), MeasuredSide({ temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records) }, tearDown: removing),
     ])
     report(
         "floors: bulk enqueue, the chained layout's floor", size: bulkSize, enqueue[1].figure, baseline: "SQLite peer",
         enqueue[0].figure, ratio: 1 / enqueue[1].ratio)
     let drain = try interleaved([
         peerSide({ peer in precondition(peer.drain(batch: 100) == rows.count) }, filled: rows),
-        Side(
+        MeasuredSide(
             { () -> (String, RawEnvironment) in
                 let path = temporaryPath()
                 return (path, chainedFloorEnqueue(path: path, records: records))
@@ -517,8 +517,8 @@ if selected("rejected-backlog") {
     let size = options.size.map { min($0, 100_000) } ?? (options.quick ? 2_000 : 20_000)
     let backlog = (0..<1_000).map { Write.insert(into: "later", key: ["id": .int(Int64($0))], body: ["title": "x"]) }
     let all = writes(size)
-    func side(withBacklog: Bool) -> Side {
-        Side(
+    func side(withBacklog: Bool) -> MeasuredSide {
+        MeasuredSide(
             { () -> String in
                 let path = temporaryPath()
                 blocking {
@@ -1002,8 +1002,8 @@ if selected("rebuild") || selected("history") || selected("open") {
         }
         let entry = [UInt8](repeating: 0, count: 24)
         let measured = try interleaved([
-            Side({ () }, { try log.rebuild() }),
-            Side(
+            MeasuredSide({ () }, { try log.rebuild() }),
+            MeasuredSide(
                 { temporaryPath() },
                 {
                     rawAppend(

@@ -104,7 +104,7 @@ struct SimWrite {
 }
 
 /// When the app took a write out of the queue, as the simulator saw it.
-struct Removal {
+struct WriteTakenOut {
     var applied: Int
     var request: Int
 }
@@ -128,7 +128,7 @@ struct SimulationRun {
     /// (which settle as a write taken out does, R3.1): how many writes the instance had applied then,
     /// and how many requests the library had made when the call began (requests from then on may treat
     /// the write as settled, I4).
-    var removed: [WriteID: Removal] = [:]
+    var removed: [WriteID: WriteTakenOut] = [:]
     /// Answered writes the app took or forgot: each must have been applied.
     var taken: Set<WriteID> = []
     var failures: [String] = []
@@ -381,8 +381,8 @@ struct SimulationRun {
         let before = requestCount
         let appliedBefore = transport.instance.applied.count
         if case .withdrawn? = try await call("withdraw", { outbox in try await outbox.queue.withdraw(id) }) {
-            removed[write.id] = Removal(applied: transport.instance.applied.count, request: before)
-            try noteRefusalsForGood(Removal(applied: appliedBefore, request: before))
+            removed[write.id] = WriteTakenOut(applied: transport.instance.applied.count, request: before)
+            try noteRefusalsForGood(WriteTakenOut(applied: appliedBefore, request: before))
         }
     }
 
@@ -394,9 +394,9 @@ struct SimulationRun {
         let appliedBefore = transport.instance.applied.count
         if try await call("discard", { outbox in try await outbox.queue.discard(id, withDependents: withDependents) }) == true {
             if removed[write.id] == nil {
-                removed[write.id] = Removal(applied: transport.instance.applied.count, request: before)
+                removed[write.id] = WriteTakenOut(applied: transport.instance.applied.count, request: before)
             }
-            try noteRefusalsForGood(Removal(applied: appliedBefore, request: before))
+            try noteRefusalsForGood(WriteTakenOut(applied: appliedBefore, request: before))
         }
     }
 
@@ -414,16 +414,16 @@ struct SimulationRun {
             // The write left, and with it the rest of its atomic group, if it is in one.
             let left = Set(pending.map(\.id)).subtracting(try await outbox.queue.all().map(\.id))
             for gone in left where removed[gone] == nil {
-                removed[gone] = Removal(applied: transport.instance.applied.count, request: before)
+                removed[gone] = WriteTakenOut(applied: transport.instance.applied.count, request: before)
             }
-            try noteRefusalsForGood(Removal(applied: appliedBefore, request: before))
+            try noteRefusalsForGood(WriteTakenOut(applied: appliedBefore, request: before))
         }
     }
 
     /// A withdraw or a discard with dependents refuses the writes that waited on it for good: from then
     /// on they settle their row and their dependents as a write taken out does (R3.1), so later writes to
     /// the same row go. They count as taken out from the moment the call began.
-    private mutating func noteRefusalsForGood(_ at: Removal) throws {
+    private mutating func noteRefusalsForGood(_ at: WriteTakenOut) throws {
         for write in try outbox.everyWrite() where write.state.isRefusedForGood && removed[write.id] == nil {
             removed[write.id] = at
         }
@@ -449,7 +449,7 @@ struct SimulationRun {
         let before = requestCount
         if try await call("clearLocalData", { outbox in try await outbox.clearLocalData(user: user) }) != nil {
             for id in held where !(try await outbox.queue.all().contains { $0.id == id }) && removed[id] == nil {
-                removed[id] = Removal(applied: transport.instance.applied.count, request: before)
+                removed[id] = WriteTakenOut(applied: transport.instance.applied.count, request: before)
             }
         }
     }

@@ -284,8 +284,8 @@ package enum Commands {
             say(text)
             return .success
         }
-        if readOnlyCommands.contains(command), readsInAChild, !Untrusted.isChild {
-            return Untrusted.runInChild(command, words)
+        if readOnlyCommands.contains(command), readsInAChild, !UntrustedLogReader.isChild {
+            return UntrustedLogReader.runInChild(command, words)
         }
         do {
             switch command {

@@ -229,8 +229,8 @@ extension Commands {
     /// Runs `outbox verify` on a damaged copy: exit 0, or 1 or 2 with a message naming the file.
     private static func checkWithTool(_ folder: String) -> String? {
         var environment = ProcessInfo.processInfo.environment
-        environment[Untrusted.timeoutVariable] = "20"
-        environment[Untrusted.childVariable] = nil
+        environment[UntrustedLogReader.timeoutVariable] = "20"
+        environment[UntrustedLogReader.childVariable] = nil
         let ended: ChildProcess.Ended
         do {
             ended = try ChildProcess.runBlocking(ChildProcess.currentProgram, ["verify", folder], environment: environment)

@@ -122,7 +122,7 @@ func makeLog(_ path: String, count: Int = 3, body: String = #"{"title":"milk"}"#
             let read = try outbox("log", log)
             #expect(read.status == 2)
             #expect(read.stderr.contains("sequence 2"))
-            // Issue 14, point 12: enqueue refuses a log that does not verify, and appends nothing.
+            // Enqueue refuses a log that does not verify, and appends nothing.
             let damaged = try Data(contentsOf: url)
             let enqueue = try outbox(
                 "enqueue", log, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id":9}"#)

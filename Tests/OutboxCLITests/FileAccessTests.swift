@@ -2,7 +2,7 @@ import Foundation
 import OutboxTesting
 import Testing
 
-/// Issue 14, point 12: the read-only commands create nothing, and say what is wrong with a file they
+/// The read-only commands create nothing, and say what is wrong with a file they
 /// cannot read, naming it, instead of "no log here" or a raw LMDB code.
 @Suite struct FileAccessTests {
     @Test func aReadOnlyCommandOnAFileThatIsNoLogCreatesNothing() throws {
@@ -61,7 +61,7 @@ func outboxAs(_ wrapper: [String], _ arguments: [String]) throws -> Run {
 }
 
 extension FileAccessTests {
-    // Issue 14, point 12: an argument that is not UTF-8 is refused, not read with U+FFFD in it.
+    // An argument that is not UTF-8 is refused, not read with U+FFFD in it.
     @Test func anArgumentThatIsNotUTF8IsRefused() throws {
         try TemporaryFolder.with(created: true) { folder in
             let run = try outboxAs(

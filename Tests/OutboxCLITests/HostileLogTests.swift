@@ -4,7 +4,7 @@ import Testing
 
 @testable import Outbox
 
-/// Issue 14, point 8: a log copied from a device may hold terminal control characters in its names;
+/// A log copied from a device may hold terminal control characters in its names;
 /// no text output prints them raw.
 @Suite struct HostileLogTests {
     @Test func controlCharactersInNamesNeverReachTheTerminalRaw() async throws {

@@ -4,7 +4,7 @@ import OutboxProcess
 import OutboxTesting
 import Testing
 
-/// Issue 14, point 6 and part of 12: what the tool does when its output goes nowhere.
+/// What the tool does when its output goes nowhere.
 @Suite struct OutputTests {
     static let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
         "outbox")
@@ -65,7 +65,7 @@ import Testing
 }
 
 extension OutputTests {
-    // Issue 14, point 12: an interrupted scenario takes its temporary log (bodies on disk) with it.
+    // An interrupted scenario takes its temporary log (bodies on disk) with it.
     @Test func anInterruptedScenarioLeavesNoLogBehind() throws {
         try TemporaryFolder.with(created: true) { folder in
             let steps =

@@ -5,7 +5,7 @@ import OutboxTesting
 import Testing
 
 @Suite struct ReaderSlotTests {
-    // Issue 14 point 2: readers killed inside a read leave their LMDB slots taken while another process
+    // Readers killed inside a read leave their LMDB slots taken while another process
     // holds the log; after ~126 of them nothing could read, enqueue included. Stale slots are freed on
     // open and whenever a read finds none free.
     @Test func readersKilledInsideAReadDoNotUseUpTheSlots() throws {

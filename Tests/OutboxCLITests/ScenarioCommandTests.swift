@@ -43,7 +43,7 @@ import Testing
             ),
             (#"{"name": "x", "steps": [{"respond": [{"verdict": "maybe"}]}]}"#, "step 0, field \"respond[0]\""),
             (#"{"name": "x", "steps": [{"discard": "nobody"}]}"#, "step 0, field \"ref\""),
-            // Issue 14, point 11: a number past what its field converts to is a usage error, not a trap.
+            // A number past what its field converts to is a usage error, not a trap.
             (#"{"name": "x", "steps": [{"respond": [{"status": 503, "retryAfter": 1e308}]}]}"#, "step 0, field \"respond[0]\""),
             (#"{"name": "x", "steps": [{"respond": [{"status": 503, "retryAfter": -1.5}]}]}"#, "step 0, field \"respond[0]\""),
             (#"{"name": "x", "steps": [{"advance": 1e308}]}"#, "step 0, field \"advance\""),

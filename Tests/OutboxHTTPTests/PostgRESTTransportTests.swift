@@ -247,7 +247,7 @@ extension PostgRESTTransportTests {
         }
     }
 
-    // Issue 15: disableNetwork() and close() cancel a request in flight; its write is resent later.
+    // `disableNetwork()` and `close()` cancel a request in flight; its write is resent later.
     @Test func switchingTheNetworkOffCancelsARequestInFlight() async throws {
         try await Instance.with { instance in
             try await TemporaryFolder.with { path in
@@ -274,7 +274,7 @@ extension PostgRESTTransportTests {
         }
     }
 
-    // Issue 15: PostgreSQL restarted between passes: the pass meets its broken connection as a
+    // PostgreSQL restarted between passes: the pass meets its broken connection as a
     // failure that may pass, and the next goes through; nothing is applied twice.
     @Test func aRestartedDatabaseIsAFailureThatMayPass() async throws {
         try await Instance.with { instance in
@@ -323,7 +323,7 @@ extension PostgRESTTransportTests {
         }
     }
 
-    // Issue 15: the stand-in stopped in the middle of a pass (a request in flight) and started again:
+    // The stand-in stopped in the middle of a pass (a request in flight) and started again:
     // the pass stops on the lost connection, and the next sends what is left, each write once.
     @Test func aServerStoppedInTheMiddleOfAPassLosesNothing() async throws {
         try await Instance.with { instance in
@@ -420,7 +420,7 @@ extension PostgRESTTransportTests {
 }
 
 extension PostgRESTTransportTests {
-    // Issue 15: clearLocalData (of the session's user) and close() cancel a request in flight; it is
+    // `clearLocalData` (of the session's user) and close() cancel a request in flight; it is
     // not waited out (the stand-in holds it 120 s, the transport's timeout is 100 s), and after close
     // the write is still queued, uncharged, and goes once.
     @Test func clearingAndClosingCancelARequestInFlight() async throws {

@@ -5,7 +5,7 @@ import OutboxProcess
 import OutboxTesting
 import Testing
 
-/// `outbox sync` (issue 15's exact syntax) against the stand-in, and client processes killed during
+/// `outbox sync` (as the README gives it) against the stand-in, and client processes killed during
 /// a drain: every acknowledged write reaches the table exactly once, in order.
 @Suite("outbox sync, through the stand-in into PostgreSQL")
 struct SyncCommandTests {
@@ -90,7 +90,7 @@ struct SyncCommandTests {
         }
     }
 
-    // Issue 15: the client killed at random moments during a drain, restarted, drained again; checked
+    // The client killed at random moments during a drain, restarted, drained again; checked
     // from the database's own record: lost = duplicated = reordered = 0.
     @Test func clientsKilledDuringADrainLoseAndRepeatNothing() async throws {
         try await Instance.with { instance in
@@ -119,7 +119,7 @@ struct SyncCommandTests {
         }
     }
 
-    // Issue 16: `outbox enqueue --base-version N` queues a write made on version N, and `outbox sync
+    // `outbox enqueue --base-version N` queues a write made on version N, and `outbox sync
     // --transport contract` sends it to the reference instance: merged or conflicted by what changed.
     @Test func enqueueWithABaseVersionAndSyncThroughTheContract() async throws {
         try await Instance.with { instance in
@@ -181,7 +181,7 @@ struct SyncCommandTests {
         return kills
     }
 
-    // Issue 16: increments through the contract, the client killed at random moments during the
+    // Increments through the contract, the client killed at random moments during the
     // drain: each counter equals its number of increments, exactly, from the database's own record.
     @Test func incrementsByKilledClientsCountOnce() async throws {
         try await Instance.with { instance in

@@ -4,7 +4,7 @@ import Testing
 
 @testable import Outbox
 
-/// Issue 14, point 5: a flipped bit in LMDB's newer meta page makes LMDB open the older one, silently
+/// A flipped bit in LMDB's newer meta page makes LMDB open the older one, silently
 /// undoing the last commit; the commit mark beside the log catches it on open.
 @Suite struct CommitMarkTests {
     /// Rewrites the newer meta page's transaction id (offset 144 of pages 0 and 1) to one below the

@@ -5,7 +5,7 @@ import Testing
 @testable import Outbox
 
 /// A report, a status and a pass failure print as one short line, not as a dump of their fields, and
-/// never with a server's text or a token (R3.4, R7.1; issue 27, item 5).
+/// never with a server's text or a token (R3.4, R7.1).
 @Suite struct DescriptionTests {
     @Test func aReportAndTheStatusPrintAsOneLine() async throws {
         try await TemporaryFolder.with { path in

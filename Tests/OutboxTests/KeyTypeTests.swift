@@ -3,10 +3,9 @@ import Testing
 
 @testable import Outbox
 
-/// One key type across the API (issue 27, item 3): a row is read back with the same dictionary of
-/// Swift values a write was made with. `key: ["id": base + 1]` used to fail to type-check (and the
-/// compiler to produce a diagnostic) when `readRow` took only a `JSONValue`: this file building is
-/// half the test.
+/// One key type across the API: a row is read back with the same dictionary of
+/// Swift values a write was made with. `key: ["id": base + 1]` type-checks only while every call
+/// that takes a key takes the same key type: this file building is half the test.
 @Suite struct KeyTypeTests {
     @Test func aRowIsReadWithTheKeyItWasWrittenWith() async throws {
         try await TemporaryFolder.with { path in

@@ -4,7 +4,7 @@ import Testing
 
 @testable import Outbox
 
-/// Whatever `enqueue` accepts reads back (issue 14, point 1): every length-prefixed field has one
+/// Whatever `enqueue` accepts reads back (R2.4): every length-prefixed field has one
 /// limit, checked at enqueue as a typed invalid-write error that names it (R2.4), tested at the limit
 /// and one past it.
 @Suite struct LimitTests {
@@ -69,7 +69,7 @@ import Testing
         }
     }
 
-    // Issue 14, point 7: integers beyond 64 bits are not rounded into doubles (two keys would be one).
+    // Integers beyond 64 bits are not rounded into doubles (two keys would be one).
     @Test func integersBeyondSixtyFourBitsAreRefusedNotRounded() throws {
         #expect(try JSONText.parse("9223372036854775807") == .int(Int64.max))
         #expect(try JSONText.parse("-9223372036854775808") == .int(Int64.min))
@@ -80,7 +80,7 @@ import Testing
     }
 }
 
-/// Issue 14, point 9: codes are short identifiers; anything else a server puts there is its text,
+/// Codes are short identifiers; anything else a server puts there is its text,
 /// which never reaches the status, an event or a report, and the log keeps it cut.
 @Suite struct ServerCodeTests {
     static let long = String(repeating: "support@example.com ", count: 4_800)  // 96,000 characters
@@ -115,7 +115,7 @@ import Testing
         }
         #expect(PassFailure(kind: .http, status: 500, code: "a b").code == nil)
         #expect(RequestFailure(kind: .http, status: 500, code: "a b").text == "a b")
-        // Issue 14, point 11: a status no HTTP answer has (negative, huge) is no status, and never
+        // A status no HTTP answer has (negative, huge) is no status, and never
         // reaches the record encoder, whose varints take no negative number.
         for status in [-1, 0, 99, 1000, Int.max, Int.min] {
             #expect(Refusal(status: status).status == nil && RequestFailure(kind: .http, status: status).status == nil)
@@ -143,8 +143,8 @@ import Testing
     }
 }
 
-/// Issue 14, point 10: an atomic group's waiting state and readiness are the group's, read once a
-/// snapshot, not once a member (a group of 10,000 took 116 s to list).
+/// An atomic group's waiting state and readiness are the group's, read once a
+/// snapshot, not once a member (once a member, listing a group of 10,000 is quadratic).
 @Suite struct AtomicGroupCostTests {
     final class Count: Sendable {
         let value = Mutex(0)
@@ -198,7 +198,7 @@ extension AtomicGroupCostTests {
     }
 }
 
-/// Issue 14, point 12: a `rows` slot keyed by a hash is checked against the write's user and table,
+/// A `rows` slot keyed by a hash is checked against the write's user and table,
 /// so a collision (accidental or built) never makes one user's write follow another's.
 @Suite struct RowSlotTests {
     @Test func aSlotHoldingAnotherUsersWriteLinksNothing() throws {

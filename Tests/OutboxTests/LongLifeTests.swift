@@ -43,7 +43,7 @@ import Testing
     }
 
     // R7.2, R5.2: the report of every automatic pass reaches the events stream, and nothing the client
-    // keeps grows with the passes (they were kept in a list that grew for the life of the client).
+    // keeps grows with the passes (a client that runs for months must hold what it held on day one).
     @Test func tenThousandAutomaticPassesKeepNothing() async throws {
         try await TemporaryFolder.with { path in
             var configuration = testConfiguration()

@@ -3,8 +3,7 @@ import Testing
 
 @testable import Outbox
 
-/// Which states each queue call takes, and what it returns for the others (R6.2–R6.4, R6.6; issue 27,
-/// item 4): the README's table, one write a cell.
+/// Which states each queue call takes, and what it returns for the others (R6.2–R6.4, R6.6): the README's table, one write a cell.
 @Suite struct QueueCallStatesTests {
     enum Call: String, CaseIterable { case release, withdraw, discard, cancel }
 

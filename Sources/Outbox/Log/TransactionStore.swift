@@ -29,7 +29,7 @@ final class TransactionStore: ProjectionStore {
 
     /// The held entries' tables, empty, kept from one transaction to the next (`EventLog` keeps the
     /// last one's), so a transaction starts with the room the one before it made instead of growing
-    /// each table again: a pass's commit of 100 verdicts grew them about 40 times. What is kept is
+    /// each table again (a commit of 100 verdicts would otherwise regrow each some 40 times). What is kept is
     /// bounded by `limit`: no table holds more than that many entries before they are written out.
     struct Memory: Sendable {
         fileprivate var held = Array(repeating: HeldTable<StoreKey, [UInt8]>(), count: ProjectionTable.allCases.count)

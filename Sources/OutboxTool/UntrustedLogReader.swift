@@ -10,7 +10,7 @@ internal import OutboxProcess
 /// LMDB 0.9 keeps no page checksums and may crash, or loop, on a damaged page. The read-only commands
 /// therefore read an untrusted log in a child process (this same program), and turn its death into a
 /// clear message and exit 2 (TESTING.md §3, R8.6).
-enum Untrusted {
+enum UntrustedLogReader {
     /// Set in the child's environment: the child does the work itself.
     static let childVariable = "OUTBOX_UNTRUSTED_CHILD"
     /// How long the child may take, in seconds (default 600).
