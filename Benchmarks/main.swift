@@ -298,7 +298,8 @@ if selected("enqueue-durable") {
             { temporaryPath() }, { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } },
             tearDown: removing),
         MeasuredSide({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
-        MeasuredSide({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
+        MeasuredSide(
+            { temporaryPath() }, { _ = floorEnqueue(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
     ])
     report(
         "1. durable enqueue, one at a time", size: size, measured,
@@ -481,7 +482,8 @@ if options.filter == "floors" {
     let records = sampleRecords(bulkSize)
     let rows = peerRows(all)
     let enqueue = try interleaved([
-        peerBulk(rows), MeasuredSide({ temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records) }, tearDown: removing),
+        peerBulk(rows),
+        MeasuredSide({ temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records) }, tearDown: removing),
     ])
     report(
         "floors: bulk enqueue, the chained layout's floor", size: bulkSize, enqueue[1].figure, baseline: "SQLite peer",
