@@ -128,48 +128,19 @@ public final class Environment: @unchecked Sendable {
         }
         openFlags = flags
         rc = mdb_env_open(env, location.path, flags, 0o600)
-        if rc != 0 {
-            let known = [MDB_INVALID, MDB_VERSION_MISMATCH, ENOENT, EACCES, EAGAIN, EBUSY]
-            if options.readOnly && !known.contains(rc) { throw fail(LMDBError(.unreadableHeader(rc), path: location.path)) }
-            if rc == EACCES {
-                let dataFile = location.isDirectory ? location.path + "/data.mdb" : location.path
-                let lockFile = location.isDirectory ? location.path + "/lock.mdb" : location.path + "-lock"
-                let denied = access(dataFile, options.readOnly ? R_OK : R_OK | W_OK) != 0 ? dataFile : lockFile
-                throw fail(
-                    LMDBError(
-                        .permissionDenied(file: denied, access: options.readOnly ? "read" : "read and write"), path: location.path
-                    ))
-            }
-            throw fail(LMDBError(.lmdb(rc, call: "mdb_env_open"), path: location.path))
-        }
+        if rc != 0 { throw fail(Self.openFailure(rc, location, readOnly: options.readOnly)) }
         // Reader slots of processes that died inside a read (killed, or their reader child was) stay
         // taken until someone clears them; with the log held open elsewhere, ~126 of them leave no slot
         // for anyone, enqueue included. Clear them now, and again whenever a read finds none free.
         Self.clearStaleReaders(env)
 
-        // Open every database once, in one transaction; handles stay valid for the environment's life.
-        var opened: [String: Database] = [:]
-        var txn: OpaquePointer?
-        rc = mdb_txn_begin(env, nil, options.readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
-        if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_txn_begin"), path: location.path)) }
-        for name in names {
-            var dbi = MDB_dbi()
-            let create = !options.readOnly && options.createDatabases
-            rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
-            if rc == MDB_NOTFOUND {
-                mdb_txn_abort(txn)
-                throw fail(LMDBError(.missingDatabase(name), path: location.path))
-            }
-            if rc != 0 {
-                mdb_txn_abort(txn)
-                throw fail(LMDBError(.lmdb(rc, call: "mdb_dbi_open(\(name))"), path: location.path))
-            }
-            opened[name] = Database(dbi: dbi, name: name)
+        let opened: [String: Database]
+        do {
+            opened = try Self.openDatabases(
+                env, names, readOnly: options.readOnly, create: !options.readOnly && options.createDatabases, path: location.path)
+        } catch {
+            throw fail(error)
         }
-        // Commit even a read-only transaction: LMDB keeps the handles it opened only on commit.
-        rc = mdb_txn_commit(txn)
-        if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_txn_commit"), path: location.path)) }
-
         var info = MDB_envinfo()
         mdb_env_info(env, &info)
         handle = env
@@ -178,6 +149,41 @@ public final class Environment: @unchecked Sendable {
     }
 
     deinit { close() }
+
+    /// Why `mdb_env_open` failed with `rc`, in the words a caller can act on.
+    private static func openFailure(_ rc: Int32, _ location: Location, readOnly: Bool) -> LMDBError {
+        let known = [MDB_INVALID, MDB_VERSION_MISMATCH, ENOENT, EACCES, EAGAIN, EBUSY]
+        if readOnly && !known.contains(rc) { return LMDBError(.unreadableHeader(rc), path: location.path) }
+        guard rc == EACCES else { return LMDBError(.lmdb(rc, call: "mdb_env_open"), path: location.path) }
+        let dataFile = location.isDirectory ? location.path + "/data.mdb" : location.path
+        let lockFile = location.isDirectory ? location.path + "/lock.mdb" : location.path + "-lock"
+        let denied = access(dataFile, readOnly ? R_OK : R_OK | W_OK) != 0 ? dataFile : lockFile
+        return LMDBError(.permissionDenied(file: denied, access: readOnly ? "read" : "read and write"), path: location.path)
+    }
+
+    /// Opens every database once, in one transaction; the handles stay valid for the environment's life.
+    private static func openDatabases(
+        _ env: OpaquePointer, _ names: [String], readOnly: Bool, create: Bool, path: String
+    ) throws(LMDBError) -> [String: Database] {
+        var opened: [String: Database] = [:]
+        var txn: OpaquePointer?
+        var rc = mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+        if rc != 0 { throw LMDBError(.lmdb(rc, call: "mdb_txn_begin"), path: path) }
+        for name in names {
+            var dbi = MDB_dbi()
+            rc = mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi)
+            if rc != 0 {
+                mdb_txn_abort(txn)
+                if rc == MDB_NOTFOUND { throw LMDBError(.missingDatabase(name), path: path) }
+                throw LMDBError(.lmdb(rc, call: "mdb_dbi_open(\(name))"), path: path)
+            }
+            opened[name] = Database(dbi: dbi, name: name)
+        }
+        // Commit even a read-only transaction: LMDB keeps the handles it opened only on commit.
+        rc = mdb_txn_commit(txn)
+        if rc != 0 { throw LMDBError(.lmdb(rc, call: "mdb_txn_commit"), path: path) }
+        return opened
+    }
 
     /// Closes the environment once its running transactions end; later transactions throw `isClosed`.
     /// The path may then be opened again in this process.

@@ -123,46 +123,43 @@ private struct Run {
     // MARK: - Steps
 
     private mutating func perform(_ action: Scenario.Action, index: Int, into output: inout [String: JSONValue]) async throws {
-        func result(_ body: () async throws -> JSONValue) async {
-            do {
-                output["result"] = try await body()
-            } catch let error as OutboxError {
-                output["result"] = .string(error.code.description)
-            } catch {
-                output["result"] = .string("\(error)")
-            }
-        }
         switch action {
         case .signIn(let user, let subject):
             signIns += 1
             let token = AccessToken.unsigned(subject: subject, serial: signIns)
             session = (user, token)
-            await result {
+            let outcome = await Self.outcome {
                 try await client.settleSession(user: user, accessToken: token)
                 return .bool(true)
             }
-            output["result"] = output["result"] == .bool(true) ? nil : output["result"]
+            output["result"] = outcome == .bool(true) ? nil : outcome
         case .signOut:
             session = nil
             try await client.settleSession(user: nil, accessToken: nil)
         case .enqueue(let spec):
             let write = try makeWrite(spec, step: index)
-            await result {
-                let id = try await client.enqueue(write)
-                name(id, spec.ref)
-                output["id"] = .int(Int64(id.rawValue))
+            var made: WriteID?
+            let outcome = await Self.outcome {
+                made = try await client.enqueue(write)
                 return .bool(true)
             }
-            if output["result"] == .bool(true) { output["result"] = nil }
+            if let made {
+                name(made, spec.ref)
+                output["id"] = .int(Int64(made.rawValue))
+            }
+            output["result"] = outcome == .bool(true) ? nil : outcome
         case .enqueueGroup(let specs):
             let writes = try specs.map { try makeWrite($0, step: index) }
-            await result {
-                let ids = try await client.enqueue(contentsOf: writes, atomic: true)
-                for (id, spec) in zip(ids, specs) { name(id, spec.ref) }
-                output["ids"] = .array(ids.map { .int(Int64($0.rawValue)) })
+            var made: [WriteID] = []
+            let outcome = await Self.outcome {
+                made = try await client.enqueue(contentsOf: writes, atomic: true)
                 return .bool(true)
             }
-            if output["result"] == .bool(true) { output["result"] = nil }
+            if outcome == .bool(true) {
+                for (id, spec) in zip(made, specs) { name(id, spec.ref) }
+                output["ids"] = .array(made.map { .int(Int64($0.rawValue)) })
+            }
+            output["result"] = outcome == .bool(true) ? nil : outcome
         case .respond(let answers):
             instance.script(answers)
         case .sync(let table):
@@ -172,16 +169,7 @@ private struct Run {
                 output["result"] = .string(error.code.description)
             }
         case .advance(let seconds):
-            let target = clock.now().adding(seconds: seconds)
-            while let due = clock.nextDue, due <= target {
-                clock.set(due)
-                await client.idle()
-                if slot.crashed.withLock({ $0 }) {
-                    output["crashed"] = true
-                    try await reopen()
-                }
-            }
-            clock.set(target)
+            if try await advance(seconds: seconds) { output["crashed"] = true }
         case .network(let word):
             switch word {
             case "disabled": await client.disableNetwork()
@@ -189,42 +177,85 @@ private struct Run {
             case "offline": client.connectivityChanged(online: false)
             default: client.connectivityChanged(online: true)
             }
+        case .crash:
+            try await reopen()
+        case .release, .releaseReason, .discard, .cancel, .explain, .withdraw, .takeAnswered, .forgetAnswered, .clearLocalData:
+            try await performQueueCall(action, index: index, into: &output)
+        }
+    }
+
+    /// The step's result: what `body` returned, or the code of the error it threw.
+    private static func outcome(_ body: () async throws -> JSONValue) async -> JSONValue {
+        do {
+            return try await body()
+        } catch let error as OutboxError {
+            return .string(error.code.description)
+        } catch {
+            return .string("\(error)")
+        }
+    }
+
+    /// Moves the clock on by `seconds`, letting what falls due on the way run; true when the client
+    /// crashed there (it is open again).
+    private mutating func advance(seconds: Double) async throws -> Bool {
+        var crashed = false
+        let target = clock.now().adding(seconds: seconds)
+        while let due = clock.nextDue, due <= target {
+            clock.set(due)
+            await client.idle()
+            if slot.crashed.withLock({ $0 }) {
+                crashed = true
+                try await reopen()
+            }
+        }
+        clock.set(target)
+        return crashed
+    }
+
+    /// A call of the queue's (or a sign-out's clearing), its result in `output`.
+    private mutating func performQueueCall(_ action: Scenario.Action, index: Int, into output: inout [String: JSONValue])
+        async throws
+    {
+        let queue = client.queue
+        switch action {
         case .release(let ref):
             let id = try lookUp(ref, step: index)
-            await result { .bool(try await client.queue.release(id)) }
+            output["result"] = await Self.outcome { .bool(try await queue.release(id)) }
         case .releaseReason(let reason):
-            await result { .int(Int64(try await client.queue.release(reason: reason))) }
+            output["result"] = await Self.outcome { .int(Int64(try await queue.release(reason: reason))) }
         case .discard(let ref, let withDependents):
             let id = try lookUp(ref, step: index)
-            await result { .bool(try await client.queue.discard(id, withDependents: withDependents)) }
+            output["result"] = await Self.outcome { .bool(try await queue.discard(id, withDependents: withDependents)) }
         case .cancel(let ref):
             let id = try lookUp(ref, step: index)
-            await result { .bool(try await client.queue.cancel(id)) }
+            output["result"] = await Self.outcome { .bool(try await queue.cancel(id)) }
         case .explain(let ref):
             let id = try lookUp(ref, step: index)
-            await result { try await client.queue.explain(id).json(naming: { .string(self.ref(of: $0)) }) }
+            output["result"] = await Self.outcome { try await queue.explain(id).json(naming: { .string(self.ref(of: $0)) }) }
         case .withdraw(let ref):
             let id = try lookUp(ref, step: index)
-            await result {
-                switch try await client.queue.withdraw(id) {
-                case .withdrawn(let row):
-                    output["row"] = row
+            var row: JSONValue?
+            output["result"] = await Self.outcome {
+                switch try await queue.withdraw(id) {
+                case .withdrawn(let held):
+                    row = held
                     return .bool(true)
                 case .notWithdrawn:
                     return .bool(false)
                 }
             }
+            if let row { output["row"] = row }
         case .takeAnswered:
-            await result { .array(try await client.queue.takeAnswered().map { .string(ref(of: $0.id)) }) }
+            output["result"] = await Self.outcome { .array(try await queue.takeAnswered().map { .string(ref(of: $0.id)) }) }
         case .forgetAnswered:
-            await result { .int(Int64(try await client.queue.forgetAnswered())) }
-        case .crash:
-            try await reopen()
+            output["result"] = await Self.outcome { .int(Int64(try await queue.forgetAnswered())) }
         case .clearLocalData(let user):
-            await result {
+            output["result"] = await Self.outcome {
                 try await client.clearLocalData(user: user)
                 return .bool(true)
             }
+        default:
+            break
         }
     }
 

@@ -138,42 +138,53 @@ extension Scenario {
     }
 
     private static func parseStep(_ value: JSONValue, index: Int) throws -> Step {
-        func fail(_ field: String, _ problem: String) -> ScenarioError {
-            ScenarioError(step: index, field: field, problem: problem)
+        guard case .object(let fields) = value else {
+            throw ScenarioError(step: index, field: "(step)", problem: "a step is an object")
         }
-        guard case .object(let fields) = value else { throw fail("(step)", "a step is an object") }
         let extras: Set<String> = ["expect", "tokenSubject", "withDependents"]
         let actions = fields.keys.filter { !extras.contains($0) }.sorted()
         guard actions.count == 1, let key = actions.first else {
-            throw fail(
-                actions.first ?? "(step)",
-                actions.isEmpty ? "the step has no action" : "a step has exactly one action, not \(actions)")
+            throw ScenarioError(
+                step: index, field: actions.first ?? "(step)",
+                problem: actions.isEmpty ? "the step has no action" : "a step has exactly one action, not \(actions)")
         }
-        let argument = fields[key]!
+        let action = try parseAction(key, fields[key]!, fields, step: index)
+        if fields["tokenSubject"] != nil, key != "signIn" {
+            throw ScenarioError(step: index, field: "tokenSubject", problem: "only a signIn step takes it")
+        }
+        if fields["withDependents"] != nil, key != "discard" {
+            throw ScenarioError(step: index, field: "withDependents", problem: "only a discard step takes it")
+        }
+        return Step(action: action, expect: fields["expect"])
+    }
+
+    /// The action `key` of a step, with its `argument` (and the step's other `fields`).
+    private static func parseAction(_ key: String, _ argument: JSONValue, _ fields: [String: JSONValue], step index: Int) throws
+        -> Action
+    {
+        func fail(_ field: String, _ problem: String) -> ScenarioError {
+            ScenarioError(step: index, field: field, problem: problem)
+        }
         func ref(_ value: JSONValue) throws -> String {
             guard case .string(let ref) = value, !ref.isEmpty else { throw fail(key, "a write's ref (a string) is required") }
             return ref
         }
-        let action: Action
         switch key {
         case "signIn":
             guard case .string(let user) = argument, !user.isEmpty else { throw fail(key, "a user name is required") }
-            var subject = user
-            if let given = fields["tokenSubject"] {
-                guard case .string(let s) = given else { throw fail("tokenSubject", "a string is required") }
-                subject = s
-            }
-            action = .signIn(user: user, tokenSubject: subject)
-        case "signOut": action = .signOut
-        case "enqueue": action = .enqueue(try parseWrite(argument, field: key, step: index))
+            guard let given = fields["tokenSubject"] else { return .signIn(user: user, tokenSubject: user) }
+            guard case .string(let subject) = given else { throw fail("tokenSubject", "a string is required") }
+            return .signIn(user: user, tokenSubject: subject)
+        case "signOut": return .signOut
+        case "enqueue": return .enqueue(try parseWrite(argument, field: key, step: index))
         case "enqueueGroup":
             guard case .array(let writes) = argument, !writes.isEmpty else {
                 throw fail(key, "a non-empty array of writes is required")
             }
-            action = .enqueueGroup(try writes.enumerated().map { try parseWrite($1, field: "\(key)[\($0)]", step: index) })
+            return .enqueueGroup(try writes.enumerated().map { try parseWrite($1, field: "\(key)[\($0)]", step: index) })
         case "respond":
             guard case .array(let answers) = argument else { throw fail(key, "an array of answers is required") }
-            action = .respond(try answers.enumerated().map { try parseAnswer($1, field: "respond[\($0)]", step: index) })
+            return .respond(try answers.enumerated().map { try parseAnswer($1, field: "respond[\($0)]", step: index) })
         case "sync":
             guard case .object(let options) = argument else { throw fail(key, "an object is required") }
             var table: String?
@@ -183,48 +194,39 @@ extension Scenario {
                 }
                 table = t
             }
-            action = .sync(table: table)
+            return .sync(table: table)
         case "advance":
             guard let seconds = argument.number, seconds >= 0, seconds <= 86_400 * 365 else {
                 throw fail(key, "a number of seconds, 0 or more, is required")
             }
-            action = .advance(seconds: seconds)
+            return .advance(seconds: seconds)
         case "network":
             guard case .string(let word) = argument, ["disabled", "enabled", "offline", "online"].contains(word) else {
                 throw fail(key, "one of disabled, enabled, offline, online is required")
             }
-            action = .network(word)
+            return .network(word)
         case "release":
-            if case .object(let options) = argument {
-                guard options.count == 1, case .string(let word)? = options["reason"], let reason = BlockedReason(rawValue: word)
-                else {
-                    throw fail("release.reason", "a blocked reason is required")
-                }
-                action = .releaseReason(reason)
-            } else {
-                action = .release(ref: try ref(argument))
+            guard case .object(let options) = argument else { return .release(ref: try ref(argument)) }
+            guard options.count == 1, case .string(let word)? = options["reason"], let reason = BlockedReason(rawValue: word)
+            else {
+                throw fail("release.reason", "a blocked reason is required")
             }
+            return .releaseReason(reason)
         case "discard":
-            var withDependents = false
-            if let flag = fields["withDependents"] {
-                guard case .bool(let on) = flag else { throw fail("withDependents", "true or false is required") }
-                withDependents = on
-            }
-            action = .discard(ref: try ref(argument), withDependents: withDependents)
-        case "withdraw": action = .withdraw(ref: try ref(argument))
-        case "cancel": action = .cancel(ref: try ref(argument))
-        case "explain": action = .explain(ref: try ref(argument))
-        case "takeAnswered": action = .takeAnswered
-        case "forgetAnswered": action = .forgetAnswered
-        case "crash": action = .crash
+            guard let flag = fields["withDependents"] else { return .discard(ref: try ref(argument), withDependents: false) }
+            guard case .bool(let on) = flag else { throw fail("withDependents", "true or false is required") }
+            return .discard(ref: try ref(argument), withDependents: on)
+        case "withdraw": return .withdraw(ref: try ref(argument))
+        case "cancel": return .cancel(ref: try ref(argument))
+        case "explain": return .explain(ref: try ref(argument))
+        case "takeAnswered": return .takeAnswered
+        case "forgetAnswered": return .forgetAnswered
+        case "crash": return .crash
         case "clearLocalData":
             guard case .string(let user) = argument, !user.isEmpty else { throw fail(key, "a user name is required") }
-            action = .clearLocalData(user: user)
+            return .clearLocalData(user: user)
         default: throw fail(key, "not a known action")
         }
-        if fields["tokenSubject"] != nil, key != "signIn" { throw fail("tokenSubject", "only a signIn step takes it") }
-        if fields["withDependents"] != nil, key != "discard" { throw fail("withDependents", "only a discard step takes it") }
-        return Step(action: action, expect: fields["expect"])
     }
 
     private static func parseWrite(_ value: JSONValue, field: String, step: Int) throws -> WriteSpec {

@@ -219,6 +219,25 @@ extension FaultyTransport.State {
                 kind: .answer(.contractBroken("the body answers another write")), deliverFirst: plan.deliverFirst)
         }
         if rng.chance(rates.refusal) && batch.writes.count > 1 && !batch.isAtomic { return fail(400, code: "23502") }
+        var script = verdicts(for: batch)
+        if rng.chance(rates.lost) { script = [.lostResponse] }
+        // A transport that sends a request per write may stop after some were answered: the write whose
+        // request failed and the rest are not sent (a stream of draws of its own, so as to move no
+        // other fault of any seed).
+        if !batch.isAtomic, script.count == batch.writes.count, script.count > 1,
+            let index = (1..<script.count).first(where: { _ in stops.chance(0.01) })
+        {
+            let failure =
+                stops.chance(0.5)
+                ? RequestFailure(kind: .timeout) : RequestFailure(kind: .http, status: 503, code: "PGRST001", retryAfter: "0")
+            script[index] = .verdict(.notSent(failure))
+        }
+        plan.kind = .forward(script: script, duplicate: rng.chance(rates.duplicated))
+        return plan
+    }
+
+    /// The instance's answer to each write of a request the faults let through.
+    private mutating func verdicts(for batch: OutgoingBatch) -> [SimulatedInstance.Scripted] {
         var script: [SimulatedInstance.Scripted] = []
         for _ in batch.writes {
             if rng.chance(rates.refusal) {
@@ -243,20 +262,7 @@ extension FaultyTransport.State {
                 script.append(.verdict(.accepted))
             }
         }
-        if rng.chance(rates.lost) { script = [.lostResponse] }
-        // A transport that sends a request per write may stop after some were answered: the write whose
-        // request failed and the rest are not sent (a stream of draws of its own, so as to move no
-        // other fault of any seed).
-        if !batch.isAtomic, script.count == batch.writes.count, script.count > 1,
-            let index = (1..<script.count).first(where: { _ in stops.chance(0.01) })
-        {
-            let failure =
-                stops.chance(0.5)
-                ? RequestFailure(kind: .timeout) : RequestFailure(kind: .http, status: 503, code: "PGRST001", retryAfter: "0")
-            script[index] = .verdict(.notSent(failure))
-        }
-        plan.kind = .forward(script: script, duplicate: rng.chance(rates.duplicated))
-        return plan
+        return script
     }
 }
 

@@ -104,97 +104,122 @@ extension Commands {
         let args = try Arguments(command: "crash", words: words, options: ["kills", "seed", "points"], flags: [])
         let kills = Int(try args.unsigned("kills") ?? 100)
         let seed = try args.unsigned("seed") ?? 1
-        let root = TemporaryFolder(prefix: "outbox-crash").path
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        var problems: [String] = []
-        var pointsRun = 0
-        var pointsReached = 0
-        var unreached: [String] = []
-        var killed = 0
-        var acknowledged = 0
-        var appliedTotal = 0
-        var points = CrashPoint.allCases
-        if let list = args.option("points") {
-            points = try list.split(separator: ",", omittingEmptySubsequences: false).map { label throws(UsageError) in
-                guard let point = CrashPoint(rawValue: String(label)) else {
-                    throw UsageError(
-                        message:
-                            "--points: no crash point '\(label)'; the points are \(CrashPoint.allCases.map(\.rawValue).joined(separator: ", "))"
-                    )
-                }
-                return point
-            }
-        }
-        for point in points {
-            for n in 1...3 {
-                let harness = CrashRun(folder: root + "/\(point.rawValue)-\(n)", seed: seed)
-                let died = try harness.run(writes: 40, crashPoint: "\(point.rawValue)#\(n)")
-                if died {
-                    killed += 1
-                    pointsReached += 1
-                } else {
-                    unreached.append("\(point.rawValue)#\(n)")
-                }
-                try harness.finish()
-                problems += harness.check().map { "\(point.rawValue)#\(n): \($0)" }
-                pointsRun += 1
-                acknowledged += harness.acked.count
-                appliedTotal += harness.applied.count
-            }
-        }
+        let root = TemporaryFolder(prefix: "outbox-crash", created: true)
+        defer { root.remove() }
+        var tally = CrashTally()
+        for point in try crashPoints(args) { try killAt(point, root: root.path, seed: seed, &tally) }
         let rng = SeededRandomSource(seed: seed)
-        let cycles = CrashRun(folder: root + "/random", seed: seed)
+        let cycles = CrashRun(folder: root.path + "/random", seed: seed)
         for cycle in 0..<kills {
             let delay = rng.next(below: 10) == 0 ? 60 + rng.next(below: 240) : rng.next(below: 60)
             // Every other cycle starts from a 32 KiB map (TESTING.md §2, a tiny map): the map grows under the kills.
             if try cycles.run(writes: 30, killAfterMilliseconds: Int(delay), mapSize: cycle % 2 == 1 ? 32 << 10 : nil) {
-                killed += 1
+                tally.killed += 1
             }
-            problems += cycles.check(final: false).map { "random kill \(cycle): \($0)" }
-            if !problems.isEmpty { break }
+            tally.problems += cycles.check(final: false).map { "random kill \(cycle): \($0)" }
+            if !tally.problems.isEmpty { break }
         }
         try cycles.finish()
-        problems += cycles.check().map { "random kills: \($0)" }
-        // Two processes enqueueing into one log at once: LMDB serializes their writers; every write of
-        // both is acknowledged once, under its own id, and the log verifies.
-        let shared = CrashRun(folder: root + "/two-processes", seed: seed)
-        let twoProblems = try shared.runTwoAtOnce(writes: 40)
-        problems += twoProblems.map { "two processes: \($0)" }
+        tally.problems += cycles.check().map { "random kills: \($0)" }
+        tally.count(cycles)
+        try runTwoAtOnce(root: root.path, seed: seed, &tally)
+        try copyDuringADrain(root: root.path, seed: seed, rng: rng, &tally)
+        try underIOErrors(root: root.path, seed: seed, &tally)
         say(
-            "two processes enqueueing into one log at once: \(shared.acked.count) writes acknowledged, \(twoProblems.isEmpty ? "each once, under its own id; the log verifies" : "\(twoProblems.count) problems")"
+            "named points: \(tally.pointsReached) of \(tally.pointsRun) reached and killed"
+                + (tally.unreached.isEmpty ? "" : " (the workload did not reach \(tally.unreached.joined(separator: ", ")))"))
+        say(
+            "\(tally.acknowledged) writes acknowledged, \(tally.applied) applied (a write can be applied with its acknowledgement lost to the kill)"
         )
-        // A copy of data.mdb taken with no lock while a drain runs (TESTING.md §2).
+        for problem in tally.problems.prefix(30) { say("  " + problem) }
+        let lost = tally.problems.filter { $0.contains("I1") }.count
+        say(
+            "crash: \(tally.pointsRun) points, \(kills) random kill cycles, \(tally.killed) kills, \(lost) lost"
+                + (tally.problems.isEmpty ? "" : ", \(tally.problems.count) problems"))
+        return tally.problems.isEmpty ? .success : .notSo
+    }
+
+    /// The crash points `--points` names (every one when it is not given).
+    private static func crashPoints(_ args: Arguments) throws -> [CrashPoint] {
+        guard let list = args.option("points") else { return CrashPoint.allCases }
+        return try list.split(separator: ",", omittingEmptySubsequences: false).map { label throws(UsageError) in
+            guard let point = CrashPoint(rawValue: String(label)) else {
+                throw UsageError(
+                    message:
+                        "--points: no crash point '\(label)'; the points are \(CrashPoint.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
+            }
+            return point
+        }
+    }
+
+    /// A worker killed at the first, second and third time it reaches `point`, each on a log of its own.
+    private static func killAt(_ point: CrashPoint, root: String, seed: UInt64, _ tally: inout CrashTally) throws {
+        for n in 1...3 {
+            let harness = CrashRun(folder: root + "/\(point.rawValue)-\(n)", seed: seed)
+            if try harness.run(writes: 40, crashPoint: "\(point.rawValue)#\(n)") {
+                tally.killed += 1
+                tally.pointsReached += 1
+            } else {
+                tally.unreached.append("\(point.rawValue)#\(n)")
+            }
+            try harness.finish()
+            tally.problems += harness.check().map { "\(point.rawValue)#\(n): \($0)" }
+            tally.pointsRun += 1
+            tally.count(harness)
+        }
+    }
+
+    /// Two processes enqueueing into one log at once: LMDB serializes their writers; every write of
+    /// both is acknowledged once, under its own id, and the log verifies.
+    private static func runTwoAtOnce(root: String, seed: UInt64, _ tally: inout CrashTally) throws {
+        let shared = CrashRun(folder: root + "/two-processes", seed: seed)
+        let problems = try shared.runTwoAtOnce(writes: 40)
+        tally.problems += problems.map { "two processes: \($0)" }
+        say(
+            "two processes enqueueing into one log at once: \(shared.acked.count) writes acknowledged, \(problems.isEmpty ? "each once, under its own id; the log verifies" : "\(problems.count) problems")"
+        )
+    }
+
+    /// Copies of data.mdb taken with no lock while a drain runs (TESTING.md §2).
+    private static func copyDuringADrain(root: String, seed: UInt64, rng: SeededRandomSource, _ tally: inout CrashTally) throws {
         let copied = CrashRun(folder: root + "/copy-during-drain", seed: seed)
         let copies = try copied.drainWhileCopying(writes: 300, copies: 8, rng: rng)
-        problems += copies.problems.map { "copy during a drain: \($0)" }
+        tally.problems += copies.problems.map { "copy during a drain: \($0)" }
         say(
             "copies of data.mdb taken during a drain: \(copies.verified) verified and held every acknowledged write, \(copies.refused) refused with a clear message"
                 + (copies.problems.isEmpty ? "" : ", \(copies.problems.count) problems"))
-        // Injected I/O errors (TESTING.md §2, Debian's fiu-utils): fdatasync, pwrite and writev fail at random.
+        tally.count(copied)
+    }
+
+    /// Injected I/O errors (TESTING.md §2, Debian's fiu-utils): fdatasync, pwrite and writev fail at random.
+    private static func underIOErrors(root: String, seed: UInt64, _ tally: inout CrashTally) throws {
         let faulty = CrashRun(folder: root + "/io-errors", seed: seed)
         if let io = try faulty.runWithIOErrors(workers: 25) {
-            problems += io.problems.map { "I/O errors: \($0)" }
+            tally.problems += io.problems.map { "I/O errors: \($0)" }
             say(
                 "workers under injected I/O errors: \(io.failed) of \(io.workers) stopped on a typed storage error, \(io.workers - io.failed) finished; \(io.acknowledged) writes acknowledged under them, none lost"
                     + (io.problems.isEmpty ? "" : ", \(io.problems.count) problems"))
         } else {
             say("workers under injected I/O errors: not run (fiu-run is not installed; scripts/setup installs fiu-utils)")
         }
-        acknowledged += cycles.acked.count + copied.acked.count + faulty.acked.count
-        appliedTotal += cycles.applied.count + copied.applied.count + faulty.applied.count
-        say(
-            "named points: \(pointsReached) of \(pointsRun) reached and killed"
-                + (unreached.isEmpty ? "" : " (the workload did not reach \(unreached.joined(separator: ", ")))"))
-        say(
-            "\(acknowledged) writes acknowledged, \(appliedTotal) applied (a write can be applied with its acknowledgement lost to the kill)"
-        )
-        for problem in problems.prefix(30) { say("  " + problem) }
-        let lost = problems.filter { $0.contains("I1") }.count
-        say(
-            "crash: \(pointsRun) points, \(kills) random kill cycles, \(killed) kills, \(lost) lost"
-                + (problems.isEmpty ? "" : ", \(problems.count) problems"))
-        return problems.isEmpty ? .success : .notSo
+        tally.count(faulty)
+    }
+}
+
+/// What the crash harness counted and found.
+private struct CrashTally {
+    var problems: [String] = []
+    var pointsRun = 0
+    var pointsReached = 0
+    var unreached: [String] = []
+    var killed = 0
+    var acknowledged = 0
+    var applied = 0
+
+    mutating func count(_ run: CrashRun) {
+        acknowledged += run.acked.count
+        applied += run.applied.count
     }
 }
 

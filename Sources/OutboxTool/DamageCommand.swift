@@ -15,121 +15,154 @@ extension Commands {
         let rng = SeededRandomSource(seed: try args.unsigned("seed") ?? 1)
         let root = TemporaryFolder(prefix: "outbox-damage").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        var counts = (records: 0, keys: 0, entries: 0, metas: 0, truncations: 0, pages: 0)
-        var problems: [String] = []
+        var tally = DamageTally()
         let logs = try await makeSmallLogs(in: root)
-        for (index, log) in logs.enumerated() {
-            let original = try Data(contentsOf: URL(fileURLWithPath: log + "/data.mdb"))
-            let records = try LogInspector(path: log).log.storedRecords()
-            let scratch = root + "/scratch-\(index)"
-            // 1. Every byte of every record, flipped and zeroed, in every copy of it in the file (LMDB's
-            //    copy-on-write leaves stale copies in free pages): caught by the checksum, naming the sequence.
-            var recordBytes = Set<Int>()
-            for record in records {
-                let copies = occurrences(of: record.bytes, in: original)
-                guard !copies.isEmpty else {
-                    problems.append("log \(index): record \(record.sequence) is not found in data.mdb")
-                    continue
-                }
-                for copy in copies { recordBytes.formUnion(copy..<(copy + record.bytes.count)) }
-                for position in Swift.stride(from: 0, to: record.bytes.count, by: stride) {
-                    for mutate in [{ (b: UInt8) in b ^ 0x01 }, { (_: UInt8) in UInt8(0) }] {
-                        let before = record.bytes[position]
-                        if mutate(before) == before { continue }
-                        var damaged = original
-                        for copy in copies { damaged[copy + position] = mutate(before) }
-                        counts.records += 1
-                        try write(damaged, to: scratch)
-                        if let problem = checkRecordDamage(scratch, sequence: record.sequence) {
-                            problems.append("log \(index), byte \(position) of record \(record.sequence): \(problem)")
-                        }
-                    }
-                }
-            }
-            // 2. Every byte of every log key (the 8 bytes before the record in its leaf node), flipped:
-            //    reading in order must stop at the gap and name the sequence that is missing.
-            let last = records.map(\.sequence).max() ?? 0
-            for record in records {
-                let key = withUnsafeBytes(of: record.sequence.bigEndian) { Array($0) }
-                let copies = occurrences(of: key + record.bytes, in: original)
-                guard !copies.isEmpty else {
-                    problems.append("log \(index): the key of record \(record.sequence) is not found in data.mdb")
-                    continue
-                }
-                for position in 0..<8 {
-                    var damaged = original
-                    for copy in copies { damaged[copy + position] ^= 0x01 }
-                    counts.keys += 1
-                    try write(damaged, to: scratch)
-                    if let problem = checkKeyDamage(scratch, sequence: record.sequence, last: last) {
-                        problems.append("log \(index), byte \(position) of the key of record \(record.sequence): \(problem)")
-                    }
-                }
-            }
-            // 3. Every byte of every entry of the verdict table, flipped: the queue the library and
-            //    `outbox queue` read must refuse the entry (its checksum), never show a changed write.
-            for entry in try LogInspector(path: log).log.storedWriteEntries() {
-                let id = entry.key.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-                let copies = occurrences(of: entry.key + entry.value, in: original)
-                guard !copies.isEmpty else {
-                    problems.append("log \(index): the entry of write \(id) is not found in data.mdb")
-                    continue
-                }
-                for position in 0..<entry.value.count {
-                    var damaged = original
-                    for copy in copies { damaged[copy + entry.key.count + position] ^= 0x01 }
-                    counts.entries += 1
-                    try write(damaged, to: scratch)
-                    if let problem = checkEntryDamage(scratch) {
-                        problems.append("log \(index), byte \(position) of the entry of write \(id): \(problem)")
-                    }
-                }
-            }
-            // 4. Every bit of the transaction id of both LMDB meta pages, flipped, with the log's commit
-            //    mark beside it: LMDB may then open the older meta page and undo the last commit; the log
-            //    must read whole, or be refused naming the file, never read as if it ended earlier.
-            let mark = try Data(contentsOf: URL(fileURLWithPath: log + "/last-commit"))
-            let marked = try LogInspector(path: log).lastSequence()
-            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
-            for page in 0..<2 {
-                for bit in 0..<64 {
-                    var damaged = original
-                    damaged[page * pageSize + 144 + bit / 8] ^= UInt8(1 << (bit % 8))
-                    counts.metas += 1
-                    try write(damaged, to: scratch)
-                    try mark.write(to: URL(fileURLWithPath: scratch + "/last-commit"))
-                    if let problem = checkRollback(scratch, marked: marked) {
-                        problems.append("log \(index), bit \(bit) of meta page \(page)'s transaction id: \(problem)")
-                    }
-                }
-            }
+        for (index, path) in logs.enumerated() {
+            let log = DamagedLog(
+                index: index, path: path, original: try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")),
+                scratch: root + "/scratch-\(index)")
+            let records = try LogInspector(path: path).log.storedRecords()
+            let recordBytes = try damageRecords(log, records, stride: stride, &tally)
+            try damageKeys(log, records, &tally)
+            try damageEntries(log, &tally)
+            try damageMetaPages(log, &tally)
             // 5. Truncation at every 4 KiB page boundary.
-            for end in Swift.stride(from: 0, to: original.count, by: 4096) {
-                counts.truncations += 1
-                try write(original.prefix(end), to: scratch)
-                if let problem = checkWithTool(scratch) { problems.append("log \(index), truncated at \(end): \(problem)") }
+            for end in Swift.stride(from: 0, to: log.original.count, by: 4096) {
+                tally.truncations += 1
+                try write(log.original.prefix(end), to: log.scratch)
+                if let problem = checkWithTool(log.scratch) {
+                    tally.problems.append("log \(index), truncated at \(end): \(problem)")
+                }
             }
-            // 6. A seeded sample of LMDB's own bytes (outside records), read by the tool in a child.
             let share = samples / logs.count + (index < samples % logs.count ? 1 : 0)
-            for _ in 0..<share {
-                var offset = Int(rng.next(below: UInt64(original.count)))
-                while recordBytes.contains(offset) { offset = Int(rng.next(below: UInt64(original.count))) }
-                var damaged = original
-                damaged[offset] ^= UInt8(1 + rng.next(below: 255))
-                counts.pages += 1
-                try write(damaged, to: scratch)
-                if let problem = checkWithTool(scratch) { problems.append("log \(index), page byte \(offset): \(problem)") }
-            }
+            try damagePageBytes(log, count: share, avoiding: recordBytes, rng, &tally)
         }
         let compacted = try await compactedLogDamage(in: root, stride: stride)
-        problems += compacted.problems
-        for problem in problems.prefix(30) { say("  " + problem) }
-        let total =
-            counts.records + counts.keys + counts.entries + counts.metas + counts.truncations + counts.pages + compacted.cases
+        tally.problems += compacted.problems
+        for problem in tally.problems.prefix(30) { say("  " + problem) }
+        let total = tally.records + tally.keys + tally.entries + tally.metas + tally.truncations + tally.pages + compacted.cases
         say(
-            "damage: \(total) cases (\(counts.records) record bytes, \(counts.keys) key bytes, \(counts.entries) entry bytes, \(counts.metas) meta bits, \(counts.truncations) truncations, \(counts.pages) page bytes, \(compacted.cases) of a compacted log: its snapshot and records, its archive segment's records, the segment missing), \(problems.count) failed"
+            "damage: \(total) cases (\(tally.records) record bytes, \(tally.keys) key bytes, \(tally.entries) entry bytes, \(tally.metas) meta bits, \(tally.truncations) truncations, \(tally.pages) page bytes, \(compacted.cases) of a compacted log: its snapshot and records, its archive segment's records, the segment missing), \(tally.problems.count) failed"
         )
-        return problems.isEmpty ? .success : .notSo
+        return tally.problems.isEmpty ? .success : .notSo
+    }
+
+    /// 1. Every byte of every record, flipped and zeroed, in every copy of it in the file (LMDB's
+    /// copy-on-write leaves stale copies in free pages): caught by the checksum, naming the sequence.
+    /// Returns the file's bytes that hold records.
+    private static func damageRecords(
+        _ log: DamagedLog, _ records: [(sequence: UInt64, bytes: [UInt8])], stride: Int, _ tally: inout DamageTally
+    ) throws -> Set<Int> {
+        var recordBytes = Set<Int>()
+        for record in records {
+            let copies = occurrences(of: record.bytes, in: log.original)
+            guard !copies.isEmpty else {
+                tally.problems.append("log \(log.index): record \(record.sequence) is not found in data.mdb")
+                continue
+            }
+            for copy in copies { recordBytes.formUnion(copy..<(copy + record.bytes.count)) }
+            for position in Swift.stride(from: 0, to: record.bytes.count, by: stride) {
+                for mutate in [{ (b: UInt8) in b ^ 0x01 }, { (_: UInt8) in UInt8(0) }] {
+                    let before = record.bytes[position]
+                    if mutate(before) == before { continue }
+                    var damaged = log.original
+                    for copy in copies { damaged[copy + position] = mutate(before) }
+                    tally.records += 1
+                    try write(damaged, to: log.scratch)
+                    if let problem = checkRecordDamage(log.scratch, sequence: record.sequence) {
+                        tally.problems.append("log \(log.index), byte \(position) of record \(record.sequence): \(problem)")
+                    }
+                }
+            }
+        }
+        return recordBytes
+    }
+
+    /// 2. Every byte of every log key (the 8 bytes before the record in its leaf node), flipped:
+    /// reading in order must stop at the gap and name the sequence that is missing.
+    private static func damageKeys(_ log: DamagedLog, _ records: [(sequence: UInt64, bytes: [UInt8])], _ tally: inout DamageTally)
+        throws
+    {
+        let last = records.map(\.sequence).max() ?? 0
+        for record in records {
+            let key = withUnsafeBytes(of: record.sequence.bigEndian) { Array($0) }
+            let copies = occurrences(of: key + record.bytes, in: log.original)
+            guard !copies.isEmpty else {
+                tally.problems.append("log \(log.index): the key of record \(record.sequence) is not found in data.mdb")
+                continue
+            }
+            for position in 0..<8 {
+                var damaged = log.original
+                for copy in copies { damaged[copy + position] ^= 0x01 }
+                tally.keys += 1
+                try write(damaged, to: log.scratch)
+                if let problem = checkKeyDamage(log.scratch, sequence: record.sequence, last: last) {
+                    tally.problems.append(
+                        "log \(log.index), byte \(position) of the key of record \(record.sequence): \(problem)")
+                }
+            }
+        }
+    }
+
+    /// 3. Every byte of every entry of the verdict table, flipped: the queue the library and
+    /// `outbox queue` read must refuse the entry (its checksum), never show a changed write.
+    private static func damageEntries(_ log: DamagedLog, _ tally: inout DamageTally) throws {
+        for entry in try LogInspector(path: log.path).log.storedWriteEntries() {
+            let id = entry.key.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let copies = occurrences(of: entry.key + entry.value, in: log.original)
+            guard !copies.isEmpty else {
+                tally.problems.append("log \(log.index): the entry of write \(id) is not found in data.mdb")
+                continue
+            }
+            for position in 0..<entry.value.count {
+                var damaged = log.original
+                for copy in copies { damaged[copy + entry.key.count + position] ^= 0x01 }
+                tally.entries += 1
+                try write(damaged, to: log.scratch)
+                if let problem = checkEntryDamage(log.scratch) {
+                    tally.problems.append("log \(log.index), byte \(position) of the entry of write \(id): \(problem)")
+                }
+            }
+        }
+    }
+
+    /// 4. Every bit of the transaction id of both LMDB meta pages, flipped, with the log's commit mark
+    /// beside it: LMDB may then open the older meta page and undo the last commit; the log must read
+    /// whole, or be refused naming the file, never read as if it ended earlier.
+    private static func damageMetaPages(_ log: DamagedLog, _ tally: inout DamageTally) throws {
+        let mark = try Data(contentsOf: URL(fileURLWithPath: log.path + "/last-commit"))
+        let marked = try LogInspector(path: log.path).lastSequence()
+        let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+        for page in 0..<2 {
+            for bit in 0..<64 {
+                var damaged = log.original
+                damaged[page * pageSize + 144 + bit / 8] ^= UInt8(1 << (bit % 8))
+                tally.metas += 1
+                try write(damaged, to: log.scratch)
+                try mark.write(to: URL(fileURLWithPath: log.scratch + "/last-commit"))
+                if let problem = checkRollback(log.scratch, marked: marked) {
+                    tally.problems.append("log \(log.index), bit \(bit) of meta page \(page)'s transaction id: \(problem)")
+                }
+            }
+        }
+    }
+
+    /// 6. A seeded sample of LMDB's own bytes (outside records), read by the tool in a child.
+    private static func damagePageBytes(
+        _ log: DamagedLog, count: Int, avoiding recordBytes: Set<Int>, _ rng: SeededRandomSource, _ tally: inout DamageTally
+    ) throws {
+        let size = UInt64(log.original.count)
+        for _ in 0..<count {
+            var offset = Int(rng.next(below: size))
+            while recordBytes.contains(offset) { offset = Int(rng.next(below: size)) }
+            var damaged = log.original
+            damaged[offset] ^= UInt8(1 + rng.next(below: 255))
+            tally.pages += 1
+            try write(damaged, to: log.scratch)
+            if let problem = checkWithTool(log.scratch) {
+                tally.problems.append("log \(log.index), page byte \(offset): \(problem)")
+            }
+        }
     }
 
     /// Where `needle` starts in `haystack`, every time.
@@ -364,4 +397,18 @@ extension Commands {
         }
         return logs
     }
+}
+
+/// What the damage suite counted and found, over every log.
+private struct DamageTally {
+    var records = 0, keys = 0, entries = 0, metas = 0, truncations = 0, pages = 0
+    var problems: [String] = []
+}
+
+/// One small log under damage: its data file as written, and where each damaged copy is put.
+private struct DamagedLog {
+    let index: Int
+    let path: String
+    let original: Data
+    let scratch: String
 }

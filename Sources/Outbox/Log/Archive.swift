@@ -71,6 +71,55 @@ package struct Archive: Sendable {
         var sizeHint: Int
     }
 
+    /// Puts `contents` into a new segment's transaction; returns the segment's digest, and how many
+    /// writes' histories it holds with the lowest and highest of them.
+    private static func fill(_ access: WriteAccess, _ environment: Environment, with contents: Contents) throws -> (
+        digest: [UInt8], writes: (count: Int, lowest: WriteID?, highest: WriteID?)
+    ) {
+        let log = environment.database("log")
+        let carried = environment.database("carried")
+        let history = environment.database("history")
+        let meta = environment.database("meta")
+        var hash = SHA256()
+        hash.update(contents.previousDigest)
+        var expected = contents.first
+        try contents.records { sequence, bytes in
+            guard sequence == expected else {
+                throw OutboxError(.damaged, "sequence \(expected) is missing from the range being archived", sequence: expected)
+            }
+            expected += 1
+            let key = Key.id(sequence)
+            let value = bytes.copiedBytes
+            hash.update(key)
+            hash.update(Key.id(UInt64(value.count)))
+            hash.update(value)
+            _ = try access.put(log, key: key, value: value, options: .append)
+        }
+        guard expected == contents.last + 1 else {
+            throw OutboxError(.damaged, "sequence \(expected) is missing from the range being archived", sequence: expected)
+        }
+        for (sequence, bytes) in contents.carried {
+            _ = try access.put(carried, key: Key.id(sequence), value: bytes, options: .append)
+        }
+        var writes: (count: Int, lowest: WriteID?, highest: WriteID?) = (0, nil, nil)
+        try contents.histories { id, sequences in
+            writes = (writes.count + 1, writes.lowest ?? id, id)
+            for sequence in sequences {
+                _ = try access.put(history, key: Key.pair(id.rawValue, sequence), value: [], options: .append)
+            }
+        }
+        let digest = hash.finish()
+        var description = ByteWriter(capacity: 96)
+        description.varint(contents.number)
+        description.varint(contents.first)
+        description.varint(contents.last)
+        description.data(contents.previousDigest)
+        description.data(digest)
+        description.data(contents.origin)
+        _ = try access.put(meta, key: Array("segment".utf8), value: description.bytes)
+        return (digest, writes)
+    }
+
     /// Writes a segment, flushed, under its final name, and returns its description. A segment of the
     /// same number left by a compaction that did not commit is replaced.
     func write(_ contents: Contents, crashPlan: CrashPlan?) throws -> ArchiveSegment {
@@ -95,53 +144,11 @@ package struct Archive: Sendable {
             try Environment(path: partial, databases: Self.databaseNames, options: options)
         }
         defer { environment.close() }
-        let log = environment.database("log")
-        let carried = environment.database("carried")
-        let history = environment.database("history")
-        let meta = environment.database("meta")
         var writes: (count: Int, lowest: WriteID?, highest: WriteID?) = (0, nil, nil)
         let digest = try storageErrors(path: partial) {
             try environment.write { txn in
-                let access = txn.unsafeAccess
-                var hash = SHA256()
-                hash.update(contents.previousDigest)
-                var expected = contents.first
-                try contents.records { sequence, bytes in
-                    guard sequence == expected else {
-                        throw OutboxError(
-                            .damaged, "sequence \(expected) is missing from the range being archived", sequence: expected)
-                    }
-                    expected += 1
-                    let key = Key.id(sequence)
-                    let value = bytes.copiedBytes
-                    hash.update(key)
-                    hash.update(Key.id(UInt64(value.count)))
-                    hash.update(value)
-                    _ = try access.put(log, key: key, value: value, options: .append)
-                }
-                guard expected == contents.last + 1 else {
-                    throw OutboxError(
-                        .damaged, "sequence \(expected) is missing from the range being archived", sequence: expected)
-                }
-                for (sequence, bytes) in contents.carried {
-                    _ = try access.put(carried, key: Key.id(sequence), value: bytes, options: .append)
-                }
-                writes = (0, nil, nil)
-                try contents.histories { id, sequences in
-                    writes = (writes.count + 1, writes.lowest ?? id, id)
-                    for sequence in sequences {
-                        _ = try access.put(history, key: Key.pair(id.rawValue, sequence), value: [], options: .append)
-                    }
-                }
-                let digest = hash.finish()
-                var description = ByteWriter(capacity: 96)
-                description.varint(contents.number)
-                description.varint(contents.first)
-                description.varint(contents.last)
-                description.data(contents.previousDigest)
-                description.data(digest)
-                description.data(contents.origin)
-                _ = try access.put(meta, key: Array("segment".utf8), value: description.bytes)
+                let (digest, written) = try Self.fill(txn.unsafeAccess, environment, with: contents)
+                writes = written
                 return digest
             }
         }

@@ -140,7 +140,6 @@ extension EventLog {
         let log = tables.log
         let meta = tables[.meta]
         let history = tables[.history]
-        let path = self.path
         guard
             let last = try access.withCursor(log.database, { cursor in try cursor.last { key, _ in try Key.readBigEndian(key) } })
         else { return nil }
@@ -150,16 +149,7 @@ extension EventLog {
         // Nothing before the horizon, or nothing since the last snapshot (which would archive just it).
         guard horizon > first, last != earlier?.snapshot else { return nil }
 
-        // The writes the log keeps whole: those the queue holds, and those with an event from the horizon on.
-        var kept = Set<WriteID>()
-        try access.forEach(tables[.writes], prefix: []) { key, _ in
-            kept.insert(WriteID(try Key.readBigEndian(key)))
-            return true
-        }
-        try forEachEvent(in: access, from: horizon, to: last) { event in
-            kept.formUnion(event.event.writeIDs)
-            return true
-        }
+        let kept = try keptWrites(access, from: horizon, to: last)
         // The writes whose history ends in this segment: every other write the history index names.
         // Their index entries are read again, in order, as the segment is written; here only their keys.
         var endingKeys: [(UInt64, UInt64)] = []
@@ -168,30 +158,7 @@ extension EventLog {
             if !kept.contains(WriteID(id)) { endingKeys.append((id, try Key.readBigEndian(key, at: 8))) }
             return true
         }
-        func ends(_ id: WriteID) throws -> Bool {
-            guard !kept.contains(id) else { return false }
-            let prefix = Key.id(id.rawValue)
-            return try access.withCursor(history) { cursor in
-                try cursor.seek(atLeast: prefix) { key, _ in key.starts(with: prefix) }
-            } ?? false
-        }
-        // Records before the horizon: kept when they name a kept write; carried into the segment when
-        // they lie before its range and name an ending write.
-        var removed: [UInt64] = []
-        var carried: [(UInt64, [UInt8])] = []
-        var keptCount = 0
-        try access.forEach(log.database, prefix: []) { key, value in
-            let sequence = try Key.readBigEndian(key)
-            guard sequence < horizon else { return false }
-            let names = try Self.decode(value, sequence: sequence, path: path).event.writeIDs
-            if names.contains(where: kept.contains) {
-                keptCount += 1
-            } else {
-                removed.append(sequence)
-            }
-            if sequence < first, try names.contains(where: ends) { carried.append((sequence, value.copiedBytes)) }
-            return true
-        }
+        let (removed, carried, keptCount) = try sortRecords(access, before: horizon, segmentFrom: first, kept: kept)
         let origin = try access.get(meta, key: MetaKey.origin) ?? []
         let segment = try archive.write(
             Archive.Contents(
@@ -207,38 +174,109 @@ extension EventLog {
                     }
                 },
                 carried: carried,
-                histories: { body in
-                    // The index holds a write's events under one key each, or a verdict's answers as
-                    // offsets from it: a write's sequences are gathered, then handed on in order.
-                    var id: UInt64?
-                    var sequences: [UInt64] = []
-                    func handOn() throws {
-                        if let id { try body(WriteID(id), sequences.sorted()) }
-                        sequences.removeAll(keepingCapacity: true)
-                    }
-                    try access.forEach(history, prefix: []) { key, value in
-                        let next = try Key.readBigEndian(key)
-                        guard !kept.contains(WriteID(next)) else { return true }
-                        if next != id {
-                            try handOn()
-                            id = next
-                        }
-                        let sequence = try Key.readBigEndian(key, at: 8)
-                        sequences.append(sequence)
-                        try value.withUnsafeBytes { bytes in
-                            var offsets = ByteReader(bytes)
-                            while !offsets.isAtEnd { sequences.append(sequence + (try offsets.varint())) }
-                        }
-                        return true
-                    }
-                    try handOn()
-                }, sizeHint: logBytes),
+                histories: { body in try self.forEachHistory(access, except: kept, body) }, sizeHint: logBytes),
             crashPlan: crashPlan)
         for sequence in removed { _ = try access.delete(log.database, key: Key.id(sequence)) }
         for (id, sequence) in endingKeys { _ = try access.delete(history, key: Key.pair(id, sequence)) }
-        // A row's slot that names no kept write, and a dependency between two writes that have both left
-        // the queue, say nothing a reader or the next write to the row reads (both skip writes the queue
-        // no longer holds): they go with the history.
+        try removeUnusedRowsAndDependents(access, kept: kept)
+        let snapshot = RecordedEvent(
+            sequence: last + 1, at: clock.now(),
+            event: .logCompacted(
+                LogCompacted(
+                    horizon: horizon, segments: (earlier?.segments ?? []) + [segment], state: try projectionState(access))))
+        _ = try access.put(log, snapshot.sequence, snapshot, options: .append)
+        let store = TransactionStore(access: access, tables: tables)
+        var projector = Projector(store: store)
+        try projector.apply(snapshot)
+        try projector.markApplied(snapshot.sequence)
+        try store.flush()
+        crashPlan?.pass(.compactionBeforeCommit)
+        return Planned(
+            horizon: horizon, snapshot: snapshot, segment: segment, archived: removed.count, writes: segment.writeCount,
+            kept: keptCount
+        )
+    }
+
+    /// The records before the horizon: kept when they name a kept write, else removed; carried into
+    /// the segment when they lie before its range (`first`) and name a write whose history ends in it.
+    private func sortRecords(_ access: WriteAccess, before horizon: UInt64, segmentFrom first: UInt64, kept: Set<WriteID>)
+        throws -> (removed: [UInt64], carried: [(UInt64, [UInt8])], kept: Int)
+    {
+        let history = tables[.history]
+        func ends(_ id: WriteID) throws -> Bool {
+            guard !kept.contains(id) else { return false }
+            let prefix = Key.id(id.rawValue)
+            return try access.withCursor(history) { cursor in
+                try cursor.seek(atLeast: prefix) { key, _ in key.starts(with: prefix) }
+            } ?? false
+        }
+        var removed: [UInt64] = []
+        var carried: [(UInt64, [UInt8])] = []
+        var keptCount = 0
+        let path = self.path
+        try access.forEach(tables.log.database, prefix: []) { key, value in
+            let sequence = try Key.readBigEndian(key)
+            guard sequence < horizon else { return false }
+            let names = try Self.decode(value, sequence: sequence, path: path).event.writeIDs
+            if names.contains(where: kept.contains) {
+                keptCount += 1
+            } else {
+                removed.append(sequence)
+            }
+            if sequence < first, try names.contains(where: ends) { carried.append((sequence, value.copiedBytes)) }
+            return true
+        }
+        return (removed, carried, keptCount)
+    }
+
+    /// The writes the log keeps whole: those the queue holds, and those with an event from `horizon` on.
+    private func keptWrites(_ access: WriteAccess, from horizon: UInt64, to last: UInt64) throws -> Set<WriteID> {
+        var kept = Set<WriteID>()
+        try access.forEach(tables[.writes], prefix: []) { key, _ in
+            kept.insert(WriteID(try Key.readBigEndian(key)))
+            return true
+        }
+        try forEachEvent(in: access, from: horizon, to: last) { event in
+            kept.formUnion(event.event.writeIDs)
+            return true
+        }
+        return kept
+    }
+
+    /// Calls `body` with each write the history index names, but the `kept` ones, and the sequences of
+    /// its events in order. The index holds a write's events under one key each, or a verdict's
+    /// answers as offsets from it: a write's sequences are gathered, then handed on.
+    private func forEachHistory(
+        _ access: WriteAccess, except kept: Set<WriteID>, _ body: (WriteID, [UInt64]) throws -> Void
+    ) throws {
+        var id: UInt64?
+        var sequences: [UInt64] = []
+        func handOn() throws {
+            if let id { try body(WriteID(id), sequences.sorted()) }
+            sequences.removeAll(keepingCapacity: true)
+        }
+        try access.forEach(tables[.history], prefix: []) { key, value in
+            let next = try Key.readBigEndian(key)
+            guard !kept.contains(WriteID(next)) else { return true }
+            if next != id {
+                try handOn()
+                id = next
+            }
+            let sequence = try Key.readBigEndian(key, at: 8)
+            sequences.append(sequence)
+            try value.withUnsafeBytes { bytes in
+                var offsets = ByteReader(bytes)
+                while !offsets.isAtEnd { sequences.append(sequence + (try offsets.varint())) }
+            }
+            return true
+        }
+        try handOn()
+    }
+
+    /// A row's slot that names no kept write, and a dependency between two writes that have both left
+    /// the queue, say nothing a reader or the next write to the row reads (both skip writes the queue
+    /// no longer holds): they go with the history.
+    private func removeUnusedRowsAndDependents(_ access: WriteAccess, kept: Set<WriteID>) throws {
         var unused: [(Database, [UInt8])] = []
         try access.forEach(tables[.rows], prefix: []) { key, value in
             let ids = try value.withUnsafeBytes { raw in
@@ -254,7 +292,10 @@ extension EventLog {
             return true
         }
         for (database, key) in unused { _ = try access.delete(database, key: key) }
+    }
 
+    /// Every projection's entries as they stand, the snapshot's state (the applied mark aside).
+    private func projectionState(_ access: WriteAccess) throws -> ProjectionState {
         var state = ProjectionState(layout: projectionLayoutVersion, entries: [])
         for table in ProjectionTable.allCases {
             try access.forEach(tables[table], prefix: []) { key, value in
@@ -263,20 +304,7 @@ extension EventLog {
                 return true
             }
         }
-        let snapshot = RecordedEvent(
-            sequence: last + 1, at: clock.now(),
-            event: .logCompacted(LogCompacted(horizon: horizon, segments: (earlier?.segments ?? []) + [segment], state: state)))
-        _ = try access.put(log, snapshot.sequence, snapshot, options: .append)
-        let store = TransactionStore(access: access, tables: tables)
-        var projector = Projector(store: store)
-        try projector.apply(snapshot)
-        try projector.markApplied(snapshot.sequence)
-        try store.flush()
-        crashPlan?.pass(.compactionBeforeCommit)
-        return Planned(
-            horizon: horizon, snapshot: snapshot, segment: segment, archived: removed.count, writes: segment.writeCount,
-            kept: keptCount
-        )
+        return state
     }
 }
 

@@ -154,20 +154,7 @@ struct Pass: Sendable {
                 prepared = try await offPool { [self, progress] in try prepare(lookahead(after: progress, sending: sending)) }
                 let watermark = progress.watermark.flatMap { $0 > 0 ? WriteID($0) : nil }
                 let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic, acknowledgedWatermark: watermark)
-                var answer = await transport.send(batch, accessToken: token)
-                // R7.5: a token the server calls expired or invalid is asked for once more, and the same
-                // request goes again under the same keys (from the first write it kept from being sent);
-                // a second refusal stops the pass as any 401.
-                if !refreshed, let refreshToken, let index = answer.tokenRefusedAt {
-                    refreshed = true
-                    if let fresh = await refreshToken(), !fresh.isEmpty {
-                        token = fresh
-                        let rest = OutgoingBatch(
-                            writes: Array(batch.writes[index...]), isAtomic: batch.isAtomic, acknowledgedWatermark: watermark)
-                        answer = answer.resumed(at: index, with: await transport.send(rest, accessToken: fresh))
-                    }
-                }
-                let received = answer
+                let received = await send(batch, token: &token, refreshed: &refreshed)
                 log.crashPlan?.pass(.passAfterSend)
                 try checkAlive()
                 carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
@@ -194,6 +181,20 @@ struct Pass: Sendable {
         }
         report.remainingCount = try await remaining()
         return report
+    }
+
+    /// Sends `batch` with `token`. A token the server calls expired or invalid is asked for once more
+    /// in the pass (R7.5), and the same request goes again under the same keys (from the first write
+    /// it kept from being sent); a second refusal stops the pass as any 401.
+    private func send(_ batch: OutgoingBatch, token: inout String?, refreshed: inout Bool) async -> RequestAnswer {
+        let answer = await transport.send(batch, accessToken: token)
+        guard !refreshed, let refreshToken, let index = answer.tokenRefusedAt else { return answer }
+        refreshed = true
+        guard let fresh = await refreshToken(), !fresh.isEmpty else { return answer }
+        token = fresh
+        let rest = OutgoingBatch(
+            writes: Array(batch.writes[index...]), isAtomic: batch.isAtomic, acknowledgedWatermark: batch.acknowledgedWatermark)
+        return answer.resumed(at: index, with: await transport.send(rest, accessToken: fresh))
     }
 
     /// The acknowledged watermark of the log as committed now (R8.9), for the request the next planning

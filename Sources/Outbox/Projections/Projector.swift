@@ -20,6 +20,12 @@ struct Projector<Store: ProjectionStore> {
             answerRun = nil
             return try queue(queued, at: recorded.sequence)
         }
+        try index(recorded)
+        try fold(recorded)
+    }
+
+    /// Notes `recorded` in the history index of each write it names.
+    private mutating func index(_ recorded: RecordedEvent) throws {
         // The verdicts on an answer follow it in the log, in the transaction that records it. A write's
         // verdict there is indexed in the answer's entry for the write, (id, the answer's sequence), whose
         // value lists the later sequences as varint offsets: a drained write costs the index one entry
@@ -55,6 +61,10 @@ struct Projector<Store: ProjectionStore> {
                 try store.set(.history, StoreKey.pair(id.rawValue, recorded.sequence), [])
             }
         }
+    }
+
+    /// Folds what `recorded` changes in the verdict table, the lists and meta.
+    private mutating func fold(_ recorded: RecordedEvent) throws {
         switch recorded.event {
         case .logCreated(let created):
             var w = ByteWriter(capacity: 16)
@@ -68,15 +78,8 @@ struct Projector<Store: ProjectionStore> {
             session.encode(into: &w)
             try store.set(.meta, MetaKey.session, w.bytes)
         case .passEnded(let ended):
-            // The latest Retry-After deadline, so a new client honours what an earlier run was told (R5.3).
             if let seconds = ended.stoppedBy?.retryAfter, seconds > 0 {
-                let until = recorded.at.adding(seconds: seconds)
-                let stored = try store.value(.meta, MetaKey.retryAfterUntil).map {
-                    Timestamp(milliseconds: Int64(bitPattern: try Key.readBigEndianArray($0, name: MetaKey.retryAfterUntil)))
-                }
-                if stored.map({ until > $0 }) ?? true {
-                    try store.set(.meta, MetaKey.retryAfterUntil, Key.id(UInt64(bitPattern: until.rawValue)))
-                }
+                try keepRetryAfter(until: recorded.at.adding(seconds: seconds))
             }
         case .networkSwitched, .passStarted, .attemptStarted, .answerReceived, .batchAborted:
             break
@@ -116,6 +119,16 @@ struct Projector<Store: ProjectionStore> {
             // on from an earlier event, the projections already hold that state, but for the history
             // of the writes it archived.
             try store.set(.meta, MetaKey.compaction, Compaction(snapshot: recorded.sequence, compacted).encoded)
+        }
+    }
+
+    /// Keeps the latest Retry-After deadline, so a new client honours what an earlier run was told (R5.3).
+    private mutating func keepRetryAfter(until: Timestamp) throws {
+        let stored = try store.value(.meta, MetaKey.retryAfterUntil).map {
+            Timestamp(milliseconds: Int64(bitPattern: try Key.readBigEndianArray($0, name: MetaKey.retryAfterUntil)))
+        }
+        if stored.map({ until > $0 }) ?? true {
+            try store.set(.meta, MetaKey.retryAfterUntil, Key.id(UInt64(bitPattern: until.rawValue)))
         }
     }
 

@@ -1,0 +1,68 @@
+import COutboxLMDB
+import Foundation
+import Outbox
+import OutboxHTTP
+import OutboxLMDB
+import OutboxProcess
+import OutboxTesting
+import Synchronization
+
+/// The SQLite peer on a fresh file, and its clean-up.
+func peerSide(
+    _ body: @escaping (SQLiteOutbox) -> Void, filled rows: [(table: String, op: String, key: String, body: String)] = []
+)
+    -> MeasuredSide
+{
+    MeasuredSide(
+        { () -> (String, SQLiteOutbox) in
+            let path = temporaryPath()
+            let peer = SQLiteOutbox(path: path)
+            var index = 0
+            while index < rows.count {
+                peer.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
+                index += 1000
+            }
+            return (path, peer)
+        }, { body($0.1) },
+        tearDown: {
+            removing($0.0)
+            removing($0.0 + "-wal")
+            removing($0.0 + "-shm")
+        })
+}
+
+/// 2. Durable enqueue from 16 concurrent tasks (group commit) against the peer under the same load.
+enum EnqueueConcurrentCase: BenchmarkCase {
+    static func isSelected() -> Bool { selected("enqueue-concurrent") }
+
+    static func run() throws {
+        let size = options.quick ? 320 : 10_000
+        let all = writes(size)
+        let rows = peerRows(all)
+        let engine = MeasuredSide(
+            { temporaryPath() },
+            { path in
+                withClient(path) { client in
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for task in 0..<16 {
+                            group.addTask {
+                                for write in stride(from: task, to: all.count, by: 16).map({ all[$0] }) {
+                                    try await client.enqueue(write)
+                                }
+                            }
+                        }
+                        try await group.waitForAll()
+                    }
+                }
+            }, tearDown: removing)
+        let peer = peerSide { peer in
+            DispatchQueue.concurrentPerform(iterations: 16) { task in
+                for index in stride(from: task, to: rows.count, by: 16) { peer.enqueue([rows[index]]) }
+            }
+        }
+        let measured = try interleaved([engine, peer])
+        report(
+            "2. durable enqueue, 16 concurrent tasks", size: size, measured[0].figure, baseline: "SQLite peer, same load",
+            measured[1].figure, ratio: measured[1].ratio)
+    }
+}

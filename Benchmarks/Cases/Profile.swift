@@ -1,0 +1,51 @@
+import COutboxLMDB
+import Foundation
+import Outbox
+import OutboxHTTP
+import OutboxLMDB
+import OutboxProcess
+import OutboxTesting
+import Synchronization
+
+/// Instruction counts: only when named, never in a full run. `profile-none` builds --size writes,
+/// `profile-enqueue` also bulk-enqueues them into a fresh log (1000 a transaction), `profile-drain` also
+/// drains that log (batches of 100, lean instance), `profile-rebuild` rebuilds its projections instead;
+/// `profile-floor-enqueue` and `profile-floor-drain` do the layout floors' work for the same writes
+/// instead (`profile-floor-none` only makes their records), `profile-floor-chained-enqueue` and
+/// `profile-floor-chained-drain` the chained layout's floors (decision 012). Under callgrind the differences of the
+/// totals are the instructions per write, whole (Specs/decisions/010):
+///   valgrind --tool=callgrind --callgrind-out-file=/dev/null .build/release/outbox-benchmarks --size 20000 profile-enqueue
+enum ProfileCase: BenchmarkCase {
+    static func isSelected() -> Bool { options.filter?.hasPrefix("profile-") == true }
+
+    static func run() throws {
+        guard let filter = options.filter else { return }
+        let all = writes(options.size ?? 20_000)
+        let path = temporaryPath()
+        if filter.hasPrefix("profile-floor") {
+            // The layout floors of the same writes: their puts (and for the drain its reads), no engine code.
+            let records = sampleRecords(all.count)
+            if filter.hasPrefix("profile-floor-chained") {
+                let env = chainedFloorEnqueue(path: path, records: records)
+                if filter == "profile-floor-chained-drain" { chainedFloorDrain(env, count: records.count, batch: 100) }
+            } else if filter != "profile-floor-none" {
+                let env = floorEnqueue(path: path, records: records)
+                if filter == "profile-floor-drain" { floorDrain(env, count: records.count, batch: 100) }
+            }
+            removing(path)
+            print("profile: \(filter), \(all.count) writes")
+            exit(0)
+        }
+        if filter != "profile-none" { blocking { try await bulkEnqueue(path: path, all) } }
+        if filter == "profile-drain" {
+            withClient(path, batchSize: 100) { client in
+                let report = try await client.sync()
+                precondition(report.syncedCount == all.count, "drained \(report.syncedCount)")
+            }
+        }
+        if filter == "profile-rebuild" { try EventLog(path: path).rebuild() }
+        removing(path)
+        print("profile: \(filter), \(all.count) writes")
+        exit(0)
+    }
+}

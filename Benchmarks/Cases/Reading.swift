@@ -1,0 +1,86 @@
+import COutboxLMDB
+import Foundation
+import Outbox
+import OutboxHTTP
+import OutboxLMDB
+import OutboxProcess
+import OutboxTesting
+import Synchronization
+
+enum ReadingCase: BenchmarkCase {
+    static func isSelected() -> Bool { selected("rebuild") || selected("history") || selected("open") }
+
+    static func run() throws {
+        let path = temporaryPath()
+        blocking { try await bulkEnqueue(path: path, writes(bulkSize)) }
+        if selected("rebuild") {
+            let log = try EventLog(path: path)
+            // Measured before any rebuild: a rebuild rewrites every projection in one transaction, and the
+            // file keeps its high-water mark.
+            let bytes = (try? FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as? Int) ?? 0
+            let used = try log.environment.read { txn in
+                try EventLog.databaseNames.map { name in (name, try txn.usedBytes(log.environment.database(name))) }
+            }
+            let projectionEntries = try log.environment.read { txn in
+                try ProjectionTable.allCases.reduce(0) { $0 + (try txn.count(log.environment.database($1.rawValue))) }
+            }
+            let entry = [UInt8](repeating: 0, count: 24)
+            let measured = try interleaved([
+                MeasuredSide({ () }, { try log.rebuild() }),
+                MeasuredSide(
+                    { temporaryPath() },
+                    {
+                        rawAppend(
+                            path: $0, records: Array(repeating: entry, count: projectionEntries), perTransaction: projectionEntries)
+                    }, tearDown: removing),
+            ])
+            report(
+                "5. rebuild (\(projectionEntries) projection entries)", size: bulkSize + 2, measured[0].figure,
+                baseline: "raw bulk append of as many entries", measured[1].figure, ratio: measured[1].ratio)
+            let payload = writes(1)[0]
+            let keyBody = JSONText.render(payload.key).utf8.count + JSONText.render(payload.body).utf8.count
+            print(
+                "8. log bytes per queued write: \(bytes / bulkSize) (data.mdb \(bytes) bytes for \(bulkSize) writes; key + body \(keyBody) bytes)"
+            )
+            let inUse = used.filter { $0.1 > 0 }.map { "\($0.0) \($0.1 / bulkSize)" }.joined(separator: ", ")
+            print("   pages in use per write: \(used.reduce(0) { $0 + $1.1 } / bulkSize) B (\(inUse))")
+            log.close()
+        }
+        // 6. history(of:) latency, p50 and p99 over 1000 random writes, on this log and a small one.
+        if selected("history") {
+            let small = temporaryPath()
+            blocking { try await bulkEnqueue(path: small, writes(10_000)) }
+            for (name, log, count) in [("10k", small, 10_000), ("\(bulkSize / 1000)k", path, bulkSize)] {
+                blocking {
+                    let client = try openClient(log)
+                    var random = SystemRandomNumberGenerator()
+                    var latencies: [Double] = []
+                    for _ in 0..<1000 {
+                        let id = WriteID(UInt64.random(in: 1...UInt64(count), using: &random))
+                        let start = DispatchTime.now().uptimeNanoseconds
+                        _ = try await client.history(of: id)
+                        latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1000)
+                    }
+                    latencies.sort()
+                    print("6. history(of:) on a log of \(name) writes: p50 \(Int(latencies[500])) µs, p99 \(Int(latencies[990])) µs")
+                    client.close()
+                }
+            }
+            removing(small)
+        }
+        // 7. Open a log holding the pending writes: time to the first status.
+        if selected("open") {
+            let open = try measure(
+                { () },
+                { _ in
+                    let client = try openClient(path)
+                    precondition(client.syncStatus.value.pendingCount == 0 || client.syncStatus.value.pendingCount == bulkSize)
+                    client.close()
+                })
+            print(
+                "7. open a log of \(bulkSize) pending writes to the first status: median \(format(open.median)), best \(format(open.best))"
+            )
+        }
+        removing(path)
+    }
+}
