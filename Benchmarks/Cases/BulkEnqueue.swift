@@ -27,8 +27,10 @@ enum BulkEnqueueCase: BenchmarkCase {
         let all = writes(bulkSize)
         let records = sampleRecords(bulkSize)
         let measured = try interleaved([
-            MeasuredSide({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
-            MeasuredSide({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing),
+            MeasuredSide(
+                { temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
+            MeasuredSide(
+                { temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1000) }, tearDown: removing),
             MeasuredSide({ temporaryPath() }, { _ = floorEnqueue(path: $0, records: records) }, tearDown: removing),
             peerBulk(peerRows(all)),
             MeasuredSide({ temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records) }, tearDown: removing),
@@ -42,7 +44,8 @@ enum BulkEnqueueCase: BenchmarkCase {
         let v7 = writesWithUUIDKeys(bulkSize, timeOrdered: true)
         let v4 = writesWithUUIDKeys(bulkSize, timeOrdered: false)
         let keyed = try interleaved([
-            MeasuredSide({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
+            MeasuredSide(
+                { temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, all) } }, tearDown: removing),
             MeasuredSide({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, v7) } }, tearDown: removing),
             MeasuredSide({ temporaryPath() }, { path in blocking { try await bulkEnqueue(path: path, v4) } }, tearDown: removing),
         ])

@@ -32,7 +32,8 @@ enum ChainedFloorsCase: BenchmarkCase {
                 }, { chainedFloorDrain($0.1, count: records.count, batch: 100) }, tearDown: { removing($0.0) }),
         ])
         report(
-            "floors: drain, the chained layout's floor", size: bulkSize, drain[1].figure, baseline: "SQLite peer", drain[0].figure,
+            "floors: drain, the chained layout's floor", size: bulkSize, drain[1].figure, baseline: "SQLite peer",
+            drain[0].figure,
             ratio: 1 / drain[1].ratio)
     }
 }

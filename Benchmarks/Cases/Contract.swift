@@ -57,7 +57,8 @@ enum ContractCase: BenchmarkCase {
                         for client in clients { group.addTask { try await client.sync() } }
                         for try await report in group {
                             precondition(
-                                report.syncedCount == per, "drained \(report.syncedCount): \(String(describing: report.stoppedBy))")
+                                report.syncedCount == per,
+                                "drained \(report.syncedCount): \(String(describing: report.stoppedBy))")
                         }
                     }
                     let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
@@ -71,7 +72,8 @@ enum ContractCase: BenchmarkCase {
                 for _ in 0..<100 {
                     let row = psql(
                         instance.databaseURL,
-                        "select calls, total_time from pg_stat_user_functions where funcname = 'outbox_push'")?.split(separator: "|")
+                        "select calls, total_time from pg_stat_user_functions where funcname = 'outbox_push'")?.split(
+                            separator: "|")
                     if let row, row.count == 2, let seen = Int(row[0]), seen >= calls, let total = Double(row[1]) {
                         return total / 1000
                     }

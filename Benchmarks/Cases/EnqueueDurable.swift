@@ -19,7 +19,8 @@ enum EnqueueDurableCase: BenchmarkCase {
         let records = sampleRecords(size)
         let measured = try interleaved([
             MeasuredSide(
-                { temporaryPath() }, { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } },
+                { temporaryPath() },
+                { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } },
                 tearDown: removing),
             MeasuredSide({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
             MeasuredSide(

@@ -88,7 +88,8 @@ enum PostgRESTCase: BenchmarkCase {
                 blocking {
                     let transport = try PostgRESTTransport(url: url, apiKey: apiKey, tables: ["todos": ["id"]])
                     let client = try OutboxClient.open(
-                        path: path, transport: transport, configuration: OutboxConfiguration(autoSync: false, batchSize: batchSize))
+                        path: path, transport: transport,
+                        configuration: OutboxConfiguration(autoSync: false, batchSize: batchSize))
                     try await client.settleSession(user: "alice", accessToken: token)
                     _ = try await client.enqueue(
                         contentsOf: (firstId..<(firstId + size)).map {
@@ -98,7 +99,8 @@ enum PostgRESTCase: BenchmarkCase {
                     let start = DispatchTime.now().uptimeNanoseconds
                     let report = try await client.sync()
                     seconds.withLock { $0 = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
-                    precondition(report.syncedCount == size, "drained \(report.syncedCount): \(String(describing: report.stoppedBy))")
+                    precondition(
+                        report.syncedCount == size, "drained \(report.syncedCount): \(String(describing: report.stoppedBy))")
                     let used = cpuSeconds() - cpuBefore
                     cpu.withLock { $0.append(used / Double(size)) }
                     client.close()

@@ -31,7 +31,8 @@ enum ReadingCase: BenchmarkCase {
                     { temporaryPath() },
                     {
                         rawAppend(
-                            path: $0, records: Array(repeating: entry, count: projectionEntries), perTransaction: projectionEntries)
+                            path: $0, records: Array(repeating: entry, count: projectionEntries),
+                            perTransaction: projectionEntries)
                     }, tearDown: removing),
             ])
             report(
@@ -62,7 +63,9 @@ enum ReadingCase: BenchmarkCase {
                         latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1000)
                     }
                     latencies.sort()
-                    print("6. history(of:) on a log of \(name) writes: p50 \(Int(latencies[500])) µs, p99 \(Int(latencies[990])) µs")
+                    print(
+                        "6. history(of:) on a log of \(name) writes: p50 \(Int(latencies[500])) µs, p99 \(Int(latencies[990])) µs"
+                    )
                     client.close()
                 }
             }
