@@ -500,7 +500,7 @@ public final class Environment: @unchecked Sendable {
         if isDirectory, !create {
             var data = stat()
             if stat(location + "/data.mdb", &data) != 0 {
-                // Only a missing file is "no log here": a folder this user may not search is not.
+                // Only a missing file is "does not exist": a folder this user may not search is not.
                 guard errno == ENOENT else { throw LMDBError(.system(errno, call: "stat(\(location)/data.mdb)"), path: location) }
                 throw LMDBError(.doesNotExist, path: location)
             }
