@@ -59,20 +59,32 @@ enum CompactionCase: BenchmarkCase {
         let compacted = seconds { withClient(path) { client in report = try await client.compact() } }
         let after = fileSize(path + "/data.mdb")
         let archive = fileSize(path + "/archive/segment-000001.mdb")
-        nonisolated(unsafe) var p99: (live: Int, archived: Int) = (0, 0)
+        nonisolated(unsafe) var p99: (live: Int, archived: Int, again: Int, faults: Int) = (0, 0, 0, 0)
         withClient(path) { client in
             var random = SystemRandomNumberGenerator()
-            func percentile(_ ids: ClosedRange<UInt64>) async throws -> Int {
+            func percentile(_ ids: [WriteID]) async throws -> Int {
                 var latencies: [Double] = []
-                for _ in 0..<1000 {
-                    let id = WriteID(UInt64.random(in: ids, using: &random))
+                for id in ids {
                     let start = DispatchTime.now().uptimeNanoseconds
                     _ = try await client.history(of: id)
                     latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1000)
                 }
-                return Int(latencies.sorted()[990])
+                return Int(latencies.sorted()[ids.count * 99 / 100])
             }
-            p99 = (try await percentile(UInt64(count + 1)...UInt64(count + 1000)), try await percentile(1...UInt64(count)))
+            func majorFaults() -> Int {
+                var usage = rusage()
+                getrusage(RUSAGE_SELF.rawValue, &usage)
+                return usage.ru_majflt
+            }
+            let live = (0..<1000).map { _ in WriteID(UInt64.random(in: UInt64(count + 1)...UInt64(count + 1000), using: &random))
+            }
+            let archived = (0..<1000).map { _ in WriteID(UInt64.random(in: 1...UInt64(count), using: &random)) }
+            p99.live = try await percentile(live)
+            let faults = majorFaults()
+            p99.archived = try await percentile(archived)
+            p99.faults = majorFaults() - faults
+            // The same archived writes again: their pages are in memory now.
+            p99.again = try await percentile(archived)
         }
         let opened = try measure({ () }, { _ in try openClient(path).close() })
         var usage = rusage()
@@ -84,7 +96,9 @@ enum CompactionCase: BenchmarkCase {
             "  compaction \(format(compacted)); a raw copy of the same data file \(format(copied)): \(String(format: "%.2f", compacted / copied))× the copy"
         )
         print("  \(report.map { "\($0)" } ?? "no report")")
-        print("  history(of:) p99: live writes \(p99.live) µs, archived writes \(p99.archived) µs")
+        print(
+            "  history(of:) p99: live writes \(p99.live) µs, archived writes \(p99.archived) µs (\(p99.faults) major page faults), the same archived writes again \(p99.again) µs"
+        )
         print("  open after the compaction, to the first status: median \(format(opened.median)), best \(format(opened.best))")
         print("  peak resident memory \(usage.ru_maxrss / 1024) MiB (LMDB's mapped pages included)")
         removing(path)
