@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "Outbox", targets: ["Outbox"]),
         .library(name: "OutboxHTTP", targets: ["OutboxHTTP"]),
         .library(name: "OutboxTesting", targets: ["OutboxTesting"]),
+        // Only for Fuzz/, a package of its own (its libFuzzer build needs that), which can depend on products alone.
         .library(name: "OutboxFuzzing", targets: ["OutboxFuzzing"]),
         .executable(name: "outbox", targets: ["OutboxCLI"]),
         .executable(name: "outbox-benchmarks", targets: ["OutboxBenchmarks"]),
