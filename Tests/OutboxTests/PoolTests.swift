@@ -41,10 +41,12 @@ struct PoolTests {
             _ = try await client.queue.takeAnswered()
             _ = try await client.compact()
             _ = try await client.history(of: 1)
+            // A synchronous call an app may make from a task: the origin, read when the client opened.
+            _ = try client.origin()
             #expect(instance.applied.count >= 3)
             #expect(client.log.transactionsBegunFromTasks == 0)
-            // The count sees a read made from a task.
-            _ = try client.log.read { try $0.session() }
+            // The count sees a read made from a task, and the origin is the log's.
+            #expect(try client.origin() == client.log.read { try $0.origin() })
             #expect(client.log.transactionsBegunFromTasks == 1)
             client.close()
         }

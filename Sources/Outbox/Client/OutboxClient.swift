@@ -22,6 +22,8 @@ public final class OutboxClient: Sendable {
     let tokenProvider: (@Sendable () async throws -> String?)?
     private let session = Mutex(Session())
     private let isClosed = Atomic<Bool>(false)
+    /// The log's origin, read when the client opened (it never changes): `origin()` reads no log.
+    private let knownOrigin: Origin?
     let syncState: Mutex<SyncState>
     let status = Mutex(SyncStatus())
     /// The writes last seen waiting behind a dead or blocked write, and the user they were read for:
@@ -45,9 +47,10 @@ public final class OutboxClient: Sendable {
 
     private init(
         log: EventLog, transport: (any OutboxTransport)?, configuration: OutboxConfiguration, user: String?,
-        tokenProvider: (@Sendable () async throws -> String?)?, retryAfterUntil: Timestamp?
+        tokenProvider: (@Sendable () async throws -> String?)?, retryAfterUntil: Timestamp?, origin: Origin?
     ) {
         self.log = log
+        self.knownOrigin = origin
         self.transport = transport
         self.tokenProvider = tokenProvider
         self.configuration = configuration
@@ -104,10 +107,10 @@ public final class OutboxClient: Sendable {
         options.powerLossIsSimulated = configuration.powerLossIsSimulated
         options.archiveFolder = configuration.archiveFolder
         let log = try EventLog(path: path, options: options)
-        let (user, deadline) = try log.read { (try $0.session()?.user, try $0.retryAfterUntil()) }
+        let (user, deadline, origin) = try log.read { (try $0.session()?.user, try $0.retryAfterUntil(), try? $0.origin()) }
         let client = OutboxClient(
             log: log, transport: transport, configuration: configuration, user: user, tokenProvider: accessToken,
-            retryAfterUntil: deadline)
+            retryAfterUntil: deadline, origin: origin)
         log.observeCommits { [weak client] events in client?.didCommit(events) }
         client.refreshStatus()
         client.trigger(.opened)
@@ -137,6 +140,7 @@ public final class OutboxClient: Sendable {
     /// `X-Outbox-Origin` header, the contract's `origin`) however often its key is renewed.
     public func origin() throws -> Origin {
         try checkOpen()
+        if let knownOrigin { return knownOrigin }
         return try log.read { try $0.origin() }
     }
 
