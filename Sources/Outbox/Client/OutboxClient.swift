@@ -26,12 +26,10 @@ public final class OutboxClient: Sendable {
     private let knownOrigin: Origin?
     let syncState: Mutex<SyncState>
     let status = Mutex(SyncStatus())
-    /// The writes last seen waiting behind a dead or blocked write, and the user they were read for:
-    /// each is announced once (`refreshStatus`).
-    let heldBehind = Mutex<(user: String?, holders: Explainer.Holders)>((nil, Explainer.Holders()))
-    /// The pending writes of the user the status was last read for: whether an automatic pass has
-    /// anything to send, known without a read of the log.
-    let ownerPending = Mutex<(user: String?, count: Int)>((nil, 0))
+    /// What the status last read of the log, and the user it was read for: the writes waiting behind
+    /// a dead or blocked write (each is announced once, `refreshStatus`), and the pending count,
+    /// which tells a trigger whether an automatic pass has anything to send without a read.
+    let lastRead = Mutex<(user: String?, pending: Int, holders: Explainer.Holders)>((nil, 0, Explainer.Holders()))
     let statusUpdates = Broadcast<SyncStatus>()
     let eventStream = Broadcast<OutboxEvent>(missed: { .missed(count: $0) })
     /// Wakes the change feeds after each commit.

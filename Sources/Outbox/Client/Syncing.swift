@@ -204,7 +204,7 @@ extension OutboxClient {
             switch action {
             case .requestAutomaticPass:
                 // The count the status read after the last commit: no read of the log here, which may run on Swift's pool.
-                guard let user = try? owner(), ownerPending.withLock({ $0.user == user ? $0.count : 0 }) > 0 else { continue }
+                guard let user = try? owner(), lastRead.withLock({ $0.user == user ? $0.pending : 0 }) > 0 else { continue }
                 track { [self] in _ = await requestPass(table: nil, automatic: true) }
             case .armTimer(let time):
                 armTimer(at: time)
@@ -293,13 +293,13 @@ extension OutboxClient {
     public func enableNetwork() async { await switchNetwork(enabled: true) }
 
     private func switchNetwork(enabled: Bool) async {
-        var actions = schedule(.networkSwitched(enabled: enabled, now: configuration.clock.now()))
-        // The running pass is cancelled before the status says disabled.
-        if !enabled { perform(actions.filter { $0 == .cancelTimer || $0 == .cancelRunningPass }) }
+        let actions = schedule(.networkSwitched(enabled: enabled, now: configuration.clock.now()))
+        // Switched off, the running pass is cancelled before the status says disabled; switched on,
+        // the pass it starts follows the switch's record.
+        if !enabled { perform(actions) }
         publishSchedulingStatus()
         guard !isClosedNow else { return }
-        if let record = actions.firstIndex(of: .recordNetworkSwitch(enabled: enabled)) {
-            actions.remove(at: record)
+        if actions.contains(.recordNetworkSwitch(enabled: enabled)) {
             _ = try? await log.append { try $0.append(.networkSwitched(NetworkSwitched(enabled: enabled))) }
         }
         if enabled { perform(actions) }
@@ -376,7 +376,7 @@ extension OutboxClient {
         var newlyHeld: [(WriteID, holder: WriteID)] = []
         publishStatus { _ in
             var next = SyncStatus()
-            let known = heldBehind.withLock { $0 }
+            let known = lastRead.withLock { $0 }
             let stillKnown = known.user == user && events.map { !known.holders.mayChange(after: $0) } == true
             if let user,
                 let (counters, session, holders) = try? log.read({ reader in
@@ -397,10 +397,9 @@ extension OutboxClient {
                     next.blockedCount += counters.pending
                     next.pendingCount = 0
                 }
-                ownerPending.withLock { $0 = (user, counters.pending) }
                 // Taken under the status's lock, so two refreshes never both announce one write.
-                newlyHeld = heldBehind.withLock { known in
-                    defer { known = (user, holders) }
+                newlyHeld = lastRead.withLock { known in
+                    defer { known = (user, counters.pending, holders) }
                     return held.filter { known.user != user || known.holders.held[$0.key] == nil }.sorted { $0.key < $1.key }
                         .map { ($0.key, holder: $0.value) }
                 }

@@ -52,20 +52,20 @@ enum QueueOperations {
             for id in ids.sorted() where try reader.value(.answered, Key.user(user, id.rawValue)) != nil {
                 if let entry = try reader.entry(id) { found.append((id, entry)) }
             }
-            return try found.filter { id, _ in try !hasWaitingDependents(id, reader: reader) }
-        }
-        var failure: (any Error)?
-        try reader.scan(.answered, Key.userPrefix(user), nil) { key, _ in
-            let id = try Key.trailingID(key)
-            do {
-                if let entry = try reader.entry(id) { found.append((id, entry)) }
-            } catch {
-                failure = error
-                return false
+        } else {
+            var failure: (any Error)?
+            try reader.scan(.answered, Key.userPrefix(user), nil) { key, _ in
+                let id = try Key.trailingID(key)
+                do {
+                    if let entry = try reader.entry(id) { found.append((id, entry)) }
+                } catch {
+                    failure = error
+                    return false
+                }
+                return true
             }
-            return true
+            if let failure { throw failure }
         }
-        if let failure { throw failure }
         return try found.filter { id, _ in try !hasWaitingDependents(id, reader: reader) }
     }
 
