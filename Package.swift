@@ -14,8 +14,6 @@ let package = Package(
         .library(name: "Outbox", targets: ["Outbox"]),
         .library(name: "OutboxHTTP", targets: ["OutboxHTTP"]),
         .library(name: "OutboxTesting", targets: ["OutboxTesting"]),
-        // Only for Fuzz/, a package of its own (its libFuzzer build needs that), which can depend on products alone.
-        .library(name: "OutboxFuzzing", targets: ["OutboxFuzzing"]),
         .executable(name: "outbox", targets: ["OutboxCLI"]),
         .executable(name: "outbox-benchmarks", targets: ["OutboxBenchmarks"]),
     ],
@@ -49,7 +47,8 @@ let package = Package(
         // `outbox scenario`: runs SCENARIOS.md documents against the simulated instance, which answers as
         // PostgREST does (its codes mean what OutboxHTTP maps them to).
         .target(name: "OutboxScenario", dependencies: ["Outbox", "OutboxHTTP", "OutboxTesting"]),
-        // The bodies of the libFuzzer targets in Fuzz/, so the test suite replays their crashers.
+        // The bodies of the libFuzzer targets in Fuzz/ (a package of its own that builds these sources
+        // again, with the fuzzer's coverage), so the test suite replays their crashers. Not a product.
         .target(name: "OutboxFuzzing", dependencies: ["Outbox", "OutboxScenario", "OutboxTesting", "OutboxTool"]),
         // `outbox simulate`: the deterministic simulation with faults (TESTING.md §1).
         .target(name: "OutboxSimulation", dependencies: ["Outbox", "OutboxTesting"]),
