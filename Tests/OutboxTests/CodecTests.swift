@@ -276,17 +276,20 @@ let everyKindOfEvent: [Event] = {
         #expect(key.canonicalBytes == [7, 1, 2, 0x69, 0x64, 3, 2])
         #expect(StableHash.of("alice", "todos", "id") == 0xF9EC_8866_2056_F13F)
         #expect(
-            RowKey.of(user: "alice", table: "todos", key: key) == Key.id(0xF9EC_8866_2056_F13F) + [1, 0x80, 0, 0, 0, 0, 0, 0, 1])
-        #expect(RowKey.of(user: "alice", table: "todos", key: ["id": "1"]) == Key.id(0xF9EC_8866_2056_F13F) + [3, 0x31])
+            RowKey.of(user: "alice", table: "todos", key: key) == StoreKey.bytes(id: 0xF9EC_8866_2056_F13F) + [
+                1, 0x80, 0, 0, 0, 0, 0, 0, 1,
+            ])
+        #expect(
+            RowKey.of(user: "alice", table: "todos", key: ["id": "1"]) == StoreKey.bytes(id: 0xF9EC_8866_2056_F13F) + [3, 0x31])
         let long = String(repeating: "x", count: RowKey.maxKeptString + 1)
         let longKey: JSONValue = ["id": .string(long)]
         #expect(
-            RowKey.of(user: "alice", table: "todos", key: longKey) == Key.id(StableHash.of("alice", "todos")) + [4]
+            RowKey.of(user: "alice", table: "todos", key: longKey) == StoreKey.bytes(id: StableHash.of("alice", "todos")) + [4]
                 + longKey.canonicalBytes)
         let overlong: JSONValue = ["id": .string(String(repeating: "x", count: RowKey.maxKeptBytes))]
         #expect(
-            RowKey.of(user: "alice", table: "todos", key: overlong) == Key.id(StableHash.of("alice", "todos")) + [2]
-                + Key.id(StableHash.of(overlong.canonicalBytes)))
+            RowKey.of(user: "alice", table: "todos", key: overlong) == StoreKey.bytes(id: StableHash.of("alice", "todos")) + [2]
+                + StoreKey.bytes(id: StableHash.of(overlong.canonicalBytes)))
         let integers = [Int64.min, -5, -1, 0, 1, 2, 10, 255, 256, 1_000_000, .max].map {
             RowKey.of(user: "alice", table: "todos", key: ["id": .int($0)])
         }
@@ -299,7 +302,7 @@ let everyKindOfEvent: [Event] = {
         .map { RowKey.of(user: "alice", table: "todos", key: ["id": .string($0)]) }
         for ordered in [integers, strings] {
             for (a, b) in zip(ordered, ordered.dropFirst()) {
-                #expect(a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in Key.precedes(x, y) } })
+                #expect(a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in StoreKey.precedes(x, y) } })
             }
         }
         let distinct: [JSONValue] = [

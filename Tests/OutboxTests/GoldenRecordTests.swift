@@ -320,5 +320,5 @@ let sampleCompaction = LogCompacted(
         layout: 10,
         entries: [
             .init(table: .meta, key: Array("origin".utf8), value: [1, 2, 3]),
-            .init(table: .history, key: Key.pair(7, 12), value: []),
+            .init(table: .history, key: StoreKey.bytes(pair: 7, 12), value: []),
         ]))

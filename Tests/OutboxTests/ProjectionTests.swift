@@ -134,8 +134,9 @@ import Testing
             try await client.sync()
             let history = try client.log.environment.read { txn in
                 var entries: [(sequence: UInt64, offsets: [UInt8])] = []
-                try txn.forEach(client.log.environment.database("history"), prefix: Key.id(ids[1].rawValue)) { key, value in
-                    entries.append((try Key.readBigEndian(key, at: 8), value.copiedBytes))
+                try txn.forEach(client.log.environment.database("history"), prefix: StoreKey.bytes(id: ids[1].rawValue)) {
+                    key, value in
+                    entries.append((try StoreKey.readBigEndian(key, at: 8), value.copiedBytes))
                     return true
                 }
                 return entries
@@ -159,8 +160,8 @@ import Testing
             _ = try await client.enqueue(todo(1))
             let environment = client.log.environment
             try environment.write { txn in
-                _ = try txn.put(environment.database("pending"), key: Key.userPrefix("alice") + [7], value: [])
-                _ = try txn.put(environment.database("answered"), key: Key.userPrefix("alice") + [7], value: [])
+                _ = try txn.put(environment.database("pending"), key: StoreKey.bytes(userPrefix: "alice") + [7], value: [])
+                _ = try txn.put(environment.database("answered"), key: StoreKey.bytes(userPrefix: "alice") + [7], value: [])
             }
             await #expect(throws: OutboxError.damaged) { try await client.sync() }
             await #expect(throws: OutboxError.damaged) { try await client.queue.takeAnswered() }
@@ -246,16 +247,18 @@ import Testing
                     let ids = try #require(try txn.get(rows, key: kept))
                     _ = try txn.delete(rows, key: kept)
                     _ = try txn.put(
-                        rows, key: Key.id(StableHash.of("alice", "todos")) + [2] + Key.id(StableHash.of(row.canonicalBytes)),
+                        rows,
+                        key: StoreKey.bytes(id: StableHash.of("alice", "todos")) + [2]
+                            + StoreKey.bytes(id: StableHash.of(row.canonicalBytes)),
                         value: ids)
-                    _ = try txn.put(meta, key: MetaKey.layout, value: Key.id(6))
+                    _ = try txn.put(meta, key: MetaKey.layout, value: StoreKey.bytes(id: 6))
                 }
             }
             let client = try await openClient(path)
             let layout = try client.log.environment.read { txn in
                 try txn.get(client.log.environment.database("meta"), key: MetaKey.layout)
             }
-            #expect(layout == Key.id(projectionLayoutVersion))
+            #expect(layout == StoreKey.bytes(id: projectionLayoutVersion))
             #expect(try await client.verify().isOK)
             let second = try await client.enqueue(.update("todos", key: row, set: ["done": true]))
             #expect(try await client.write(second)?.follows == [first])
@@ -307,7 +310,7 @@ import Testing
             let layout = try client.log.environment.read { txn in
                 try txn.get(client.log.environment.database("meta"), key: MetaKey.layout)
             }
-            #expect(layout == Key.id(projectionLayoutVersion))
+            #expect(layout == StoreKey.bytes(id: projectionLayoutVersion))
             #expect(try await client.enqueue(todo(2)) == WriteID(2), "the rebuild gave the next id from the log")
             #expect(try await client.verify().isOK)
             client.close()
@@ -335,8 +338,8 @@ import Testing
                 // A point read and a scan, before the commit: both see the two new writes.
                 #expect(try appender.reader.nextWriteID() == 3)
                 var pending: [UInt64] = []
-                try appender.reader.scan(.pending, Key.userPrefix("alice"), nil) { key, _ in
-                    pending.append(try Key.trailingID(key).rawValue)
+                try appender.reader.scan(.pending, StoreKey.bytes(userPrefix: "alice"), nil) { key, _ in
+                    pending.append(try StoreKey.trailingID(key).rawValue)
                     return true
                 }
                 #expect(pending == [1, 2])

@@ -62,7 +62,7 @@ extension EventLog {
                 let access = txn.unsafeAccess
                 let next =
                     try access.get(tables[.meta], key: MetaKey.nextWriteId).map {
-                        try Key.readBigEndianArray($0, name: MetaKey.nextWriteId)
+                        try MetaKey.readUInt64($0, name: MetaKey.nextWriteId)
                     } ?? 1
                 let held = try access.count(tables[.writes])
                 let archived = try compaction(in: access)?.segments.reduce(0) { $0 + $1.writeCount } ?? 0

@@ -79,7 +79,8 @@ extension OutboxClient {
         } catch let error as OutboxError {
             result = .failure(error)
         } catch {
-            result = .failure(OutboxError(.storage, "the pass failed: \(error)", cause: error))
+            // Its text stays out of the message (an error from elsewhere may carry a server's words).
+            result = .failure(OutboxError(.storage, "the pass failed (\(type(of: error)))", cause: error))
         }
         perform(schedule(.passEnded(try? result.get(), automatic: automatic, now: configuration.clock.now())))
         publishSchedulingStatus()
@@ -341,7 +342,7 @@ extension OutboxClient {
         try await log.append { appender in
             var ids: [WriteID] = []
             try appender.reader.scan(.writes, [], nil) { key, value in
-                let id = WriteID(try Key.readBigEndian(key))
+                let id = WriteID(try StoreKey.readBigEndian(key))
                 if try WriteEntry.decode(value, id: id).user == user { ids.append(id) }
                 return true
             }

@@ -64,7 +64,7 @@ struct ByteReader {
     mutating func bigEndian() throws -> UInt64 {
         guard remaining >= 8 else { throw DecodeFailure("ends early") }
         defer { offset += 8 }
-        return Key.readBigEndian(bytes, at: offset)
+        return StoreKey.readBigEndian(bytes, at: offset)
     }
 
     mutating func raw(_ count: Int) throws -> [UInt8] {
@@ -91,7 +91,7 @@ struct ByteReader {
     /// Whether the bytes at `a` sort before those at `b` (LMDB's order, a prefix first).
     func precedes(_ a: Range<Int>, _ b: Range<Int>) -> Bool {
         withBytes(a) { x in
-            withBytes(b) { y in Key.precedes(x.assumingMemoryBound(to: UInt8.self), y.assumingMemoryBound(to: UInt8.self)) }
+            withBytes(b) { y in StoreKey.precedes(x.assumingMemoryBound(to: UInt8.self), y.assumingMemoryBound(to: UInt8.self)) }
         }
     }
 

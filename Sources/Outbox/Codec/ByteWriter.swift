@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-    internal import Glibc
-#elseif canImport(Darwin)
-    internal import Darwin
-#endif
-
 /// Where the binary forms the log and projections store are written: LEB128 varints, length-prefixed
 /// bytes. One encoder serves three sinks: `ByteWriter` grows an array, `ByteCount` only counts (the
 /// size LMDB must reserve), and `PageWriter` writes into the page LMDB reserved (`MDB_RESERVE`).
@@ -114,73 +108,4 @@ struct PageWriter: ByteSink {
 
     /// Checks that the reservation was exactly filled.
     func finish() { precondition(offset == buffer.count, "\(offset) bytes written into \(buffer.count) reserved") }
-}
-
-/// Big-endian key helpers.
-enum Key {
-    static func id(_ value: UInt64) -> [UInt8] {
-        var writer = ByteWriter(capacity: 8)
-        writer.bigEndian(value)
-        return writer.bytes
-    }
-
-    static func pair(_ a: UInt64, _ b: UInt64) -> [UInt8] {
-        var writer = ByteWriter(capacity: 16)
-        writer.bigEndian(a)
-        writer.bigEndian(b)
-        return writer.bytes
-    }
-
-    /// `user` NUL-terminated (users never contain NUL, R2.4), then `id`: per-user lists in id order.
-    static func user(_ user: String, _ id: UInt64) -> [UInt8] {
-        var writer = ByteWriter(capacity: user.utf8.count + 9)
-        writer.raw(user.utf8)
-        writer.byte(0)
-        writer.bigEndian(id)
-        return writer.bytes
-    }
-
-    /// The user of a `userPrefix` key; nil when the bytes are not one.
-    static func user(ofPrefix key: [UInt8]) -> String? {
-        guard key.last == 0, key.firstIndex(of: 0) == key.count - 1 else { return nil }
-        return String(validating: key[..<(key.count - 1)], as: UTF8.self)
-    }
-
-    static func userPrefix(_ user: String) -> [UInt8] {
-        var writer = ByteWriter(capacity: user.utf8.count + 1)
-        writer.raw(user.utf8)
-        writer.byte(0)
-        return writer.bytes
-    }
-
-    /// LMDB's key order (and the canonical order of JSON object keys): bytes compared as unsigned,
-    /// a prefix first.
-    static func precedes(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
-        let common = min(x.count, y.count)
-        let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
-        return order != 0 ? order < 0 : x.count < y.count
-    }
-
-    static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in precedes(x, y) } }
-    }
-
-    /// The id a per-user list's key ends with (`user`).
-    static func trailingID(_ key: RawSpan) throws(DecodeFailure) -> WriteID {
-        WriteID(try readBigEndian(key, at: key.byteCount - 8))
-    }
-
-    /// The eight bytes at `offset`, big-endian. A stored key too short to hold them is damage.
-    static func readBigEndian(_ bytes: RawSpan, at offset: Int = 0) throws(DecodeFailure) -> UInt64 {
-        guard offset >= 0, bytes.byteCount - offset >= 8 else {
-            throw DecodeFailure("a stored key of \(bytes.byteCount) bytes is too short")
-        }
-        return bytes.unsafeLoadUnaligned(fromByteOffset: offset, as: UInt64.self).bigEndian
-    }
-
-    static func readBigEndian(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) -> UInt64 {
-        var value: UInt64 = 0
-        for index in offset..<(offset + 8) { value = value << 8 | UInt64(bytes[index]) }
-        return value
-    }
 }

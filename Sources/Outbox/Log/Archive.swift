@@ -88,10 +88,10 @@ package struct Archive: Sendable {
                 throw OutboxError(.damaged, "sequence \(expected) is missing from the range being archived", sequence: expected)
             }
             expected += 1
-            let key = Key.id(sequence)
+            let key = StoreKey.bytes(id: sequence)
             let value = bytes.copiedBytes
             hash.update(key)
-            hash.update(Key.id(UInt64(value.count)))
+            hash.update(StoreKey.bytes(id: UInt64(value.count)))
             hash.update(value)
             _ = try access.put(log, key: key, value: value, options: .append)
         }
@@ -99,13 +99,13 @@ package struct Archive: Sendable {
             throw OutboxError(.damaged, "sequence \(expected) is missing from the range being archived", sequence: expected)
         }
         for (sequence, bytes) in contents.carried {
-            _ = try access.put(carried, key: Key.id(sequence), value: bytes, options: .append)
+            _ = try access.put(carried, key: StoreKey.bytes(id: sequence), value: bytes, options: .append)
         }
         var writes: (count: Int, lowest: WriteID?, highest: WriteID?) = (0, nil, nil)
         try contents.histories { id, sequences in
             writes = (writes.count + 1, writes.lowest ?? id, id)
             for sequence in sequences {
-                _ = try access.put(history, key: Key.pair(id.rawValue, sequence), value: [], options: .append)
+                _ = try access.put(history, key: StoreKey.bytes(pair: id.rawValue, sequence), value: [], options: .append)
             }
         }
         let digest = hash.finish()
@@ -256,7 +256,7 @@ struct ArchivedRecords {
         let environment = try archive.open(segment, what: "sequence \(sequence)")
         return try storageErrors(path: path) {
             try environment.read { txn in
-                try Key.id(sequence).withUnsafeBytes { key in
+                try StoreKey.bytes(id: sequence).withUnsafeBytes { key in
                     try txn.unsafeAccess.withValue(environment.database("log"), key: key) { bytes in
                         try EventLog.decode(bytes, sequence: sequence, path: path)
                     }
@@ -276,7 +276,7 @@ struct SegmentReader {
     /// The record at `sequence`, in the segment's range or carried.
     func record(_ sequence: UInt64) throws -> RecordedEvent? {
         for name in ["log", "carried"] {
-            let found = try Key.id(sequence).withUnsafeBytes { key in
+            let found = try StoreKey.bytes(id: sequence).withUnsafeBytes { key in
                 try access.withValue(environment.database(name), key: key) { bytes in
                     try EventLog.decode(bytes, sequence: sequence, path: path)
                 }
@@ -289,8 +289,8 @@ struct SegmentReader {
     /// The sequences of every event of write `id`, when its history ends in this segment.
     func history(of id: WriteID) throws -> [UInt64] {
         var found: [UInt64] = []
-        try access.forEach(environment.database("history"), prefix: Key.id(id.rawValue)) { key, _ in
-            found.append(try Key.readBigEndian(key, at: 8))
+        try access.forEach(environment.database("history"), prefix: StoreKey.bytes(id: id.rawValue)) { key, _ in
+            found.append(try StoreKey.readBigEndian(key, at: 8))
             return true
         }
         return found
@@ -303,7 +303,7 @@ struct SegmentReader {
         guard first <= last else { return true }
         var expected = first
         var goOn = true
-        try access.forEach(environment.database("log"), prefix: [], from: Key.id(first)) { key, value in
+        try access.forEach(environment.database("log"), prefix: [], from: StoreKey.bytes(id: first)) { key, value in
             guard expected <= last else { return false }
             let sequence = try EventLog.sequence(ofKey: key, expected: expected, path: path)
             expected += 1
@@ -350,12 +350,12 @@ struct SegmentReader {
             _ = try forEachEvent(from: segment.firstSequence, to: segment.lastSequence) { _ in true }
             try access.forEach(environment.database("log"), prefix: []) { key, value in
                 hash.update(key.copiedBytes)
-                hash.update(Key.id(UInt64(value.byteCount)))
+                hash.update(StoreKey.bytes(id: UInt64(value.byteCount)))
                 hash.update(value.copiedBytes)
                 return true
             }
             try access.forEach(environment.database("carried"), prefix: []) { key, value in
-                _ = try EventLog.decode(value, sequence: try Key.readBigEndian(key), path: path)
+                _ = try EventLog.decode(value, sequence: try StoreKey.readBigEndian(key), path: path)
                 return true
             }
         } catch let error as OutboxError where error.code == .damaged {

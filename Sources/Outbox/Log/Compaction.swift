@@ -141,7 +141,8 @@ extension EventLog {
         let meta = tables[.meta]
         let history = tables[.history]
         guard
-            let last = try access.withCursor(log.database, { cursor in try cursor.last { key, _ in try Key.readBigEndian(key) } })
+            let last = try access.withCursor(
+                log.database, { cursor in try cursor.last { key, _ in try StoreKey.readBigEndian(key) } })
         else { return nil }
         let earlier = try access.get(meta, key: MetaKey.compaction).map { try Compaction.decode($0) }
         let first = earlier?.horizon ?? 1
@@ -154,8 +155,8 @@ extension EventLog {
         // Their index entries are read again, in order, as the segment is written; here only their keys.
         var endingKeys: [(UInt64, UInt64)] = []
         try access.forEach(history, prefix: []) { key, _ in
-            let id = try Key.readBigEndian(key)
-            if !kept.contains(WriteID(id)) { endingKeys.append((id, try Key.readBigEndian(key, at: 8))) }
+            let id = try StoreKey.readBigEndian(key)
+            if !kept.contains(WriteID(id)) { endingKeys.append((id, try StoreKey.readBigEndian(key, at: 8))) }
             return true
         }
         let (removed, carried, keptCount) = try sortRecords(access, before: horizon, segmentFrom: first, kept: kept)
@@ -166,8 +167,8 @@ extension EventLog {
                 previousDigest: earlier?.segments.last?.digest ?? Array(repeating: 0, count: 32),
                 origin: origin, first: first, last: horizon - 1,
                 records: { body in
-                    try access.forEach(log.database, prefix: [], from: Key.id(first)) { key, value in
-                        let sequence = try Key.readBigEndian(key)
+                    try access.forEach(log.database, prefix: [], from: StoreKey.bytes(id: first)) { key, value in
+                        let sequence = try StoreKey.readBigEndian(key)
                         guard sequence < horizon else { return false }
                         try body(sequence, value)
                         return true
@@ -176,8 +177,8 @@ extension EventLog {
                 carried: carried,
                 histories: { body in try self.forEachHistory(access, except: kept, body) }, sizeHint: logBytes),
             crashPlan: crashPlan)
-        for sequence in removed { _ = try access.delete(log.database, key: Key.id(sequence)) }
-        for (id, sequence) in endingKeys { _ = try access.delete(history, key: Key.pair(id, sequence)) }
+        for sequence in removed { _ = try access.delete(log.database, key: StoreKey.bytes(id: sequence)) }
+        for (id, sequence) in endingKeys { _ = try access.delete(history, key: StoreKey.bytes(pair: id, sequence)) }
         try removeUnusedRowsAndDependents(access, kept: kept)
         let snapshot = RecordedEvent(
             sequence: last + 1, at: clock.now(),
@@ -205,7 +206,7 @@ extension EventLog {
         let history = tables[.history]
         func ends(_ id: WriteID) throws -> Bool {
             guard !kept.contains(id) else { return false }
-            let prefix = Key.id(id.rawValue)
+            let prefix = StoreKey.bytes(id: id.rawValue)
             return try access.withCursor(history) { cursor in
                 try cursor.seek(atLeast: prefix) { key, _ in key.starts(with: prefix) }
             } ?? false
@@ -215,7 +216,7 @@ extension EventLog {
         var keptCount = 0
         let path = self.path
         try access.forEach(tables.log.database, prefix: []) { key, value in
-            let sequence = try Key.readBigEndian(key)
+            let sequence = try StoreKey.readBigEndian(key)
             guard sequence < horizon else { return false }
             let names = try Self.decode(value, sequence: sequence, path: path).event.writeIDs
             if names.contains(where: kept.contains) {
@@ -233,7 +234,7 @@ extension EventLog {
     private func keptWrites(_ access: WriteAccess, from horizon: UInt64, to last: UInt64) throws -> Set<WriteID> {
         var kept = Set<WriteID>()
         try access.forEach(tables[.writes], prefix: []) { key, _ in
-            kept.insert(WriteID(try Key.readBigEndian(key)))
+            kept.insert(WriteID(try StoreKey.readBigEndian(key)))
             return true
         }
         try forEachEvent(in: access, from: horizon, to: last) { event in
@@ -256,13 +257,13 @@ extension EventLog {
             sequences.removeAll(keepingCapacity: true)
         }
         try access.forEach(tables[.history], prefix: []) { key, value in
-            let next = try Key.readBigEndian(key)
+            let next = try StoreKey.readBigEndian(key)
             guard !kept.contains(WriteID(next)) else { return true }
             if next != id {
                 try handOn()
                 id = next
             }
-            let sequence = try Key.readBigEndian(key, at: 8)
+            let sequence = try StoreKey.readBigEndian(key, at: 8)
             sequences.append(sequence)
             try value.withUnsafeBytes { bytes in
                 var offsets = ByteReader(bytes)
@@ -287,7 +288,7 @@ extension EventLog {
             return true
         }
         try access.forEach(tables[.dependents], prefix: []) { key, _ in
-            let pair = (WriteID(try Key.readBigEndian(key)), WriteID(try Key.readBigEndian(key, at: 8)))
+            let pair = (WriteID(try StoreKey.readBigEndian(key)), WriteID(try StoreKey.readBigEndian(key, at: 8)))
             if !kept.contains(pair.0) && !kept.contains(pair.1) { unused.append((tables[.dependents], key.copiedBytes)) }
             return true
         }

@@ -132,7 +132,9 @@ private struct DecisionChecker {
                 answer: answer.answer, maxRefusals: started.maxRefusals, at: recorded.at)
             let store = projector.store
             let decision = try Decider.decide(
-                input, entry: { id in try store.value(.writes, Key.id(id.rawValue)).map { try WriteEntry.decode($0, id: id) } })
+                input,
+                entry: { id in try store.value(.writes, StoreKey.bytes(id: id.rawValue)).map { try WriteEntry.decode($0, id: id) }
+                })
             expected = decision.events.flatMap(\.asSingleEvents)
             expectedStop = (answer.passId, decision.next)
             switch decision.next {

@@ -79,10 +79,10 @@ package final class EventLog: Sendable {
                 let last = try Self.lastSequence(txn.unsafeAccess, tables.log.database, path: path)
                 // A value of the wrong length reads as none: the projections are then rebuilt from the log.
                 let applied = try txn.get(tables[.meta], key: MetaKey.applied).flatMap {
-                    try? Key.readBigEndianArray($0, name: MetaKey.applied)
+                    try? MetaKey.readUInt64($0, name: MetaKey.applied)
                 }
                 let layout = try txn.get(tables[.meta], key: MetaKey.layout).flatMap {
-                    try? Key.readBigEndianArray($0, name: MetaKey.layout)
+                    try? MetaKey.readUInt64($0, name: MetaKey.layout)
                 }
                 let origin = try txn.get(tables[.meta], key: MetaKey.origin).flatMap { bytes in
                     bytes.withUnsafeBytes { raw in
@@ -301,7 +301,7 @@ package final class EventLog: Sendable {
             return true
         }
         try access.withCursor(tables.log.database) { cursor in
-            var more = try cursor.seek(atLeast: Key.id(expected), visit)
+            var more = try cursor.seek(atLeast: StoreKey.bytes(id: expected), visit)
             while more == true { more = try cursor.next(visit) }
         }
     }
@@ -313,7 +313,7 @@ package final class EventLog: Sendable {
                 guard key.byteCount == 8 else {
                     throw OutboxError.damaged(path: path, "the log's last key is \(key.byteCount) bytes, not 8")
                 }
-                return try Key.readBigEndian(key)
+                return try StoreKey.readBigEndian(key)
             }
         }
     }
@@ -342,7 +342,7 @@ package final class EventLog: Sendable {
             try environment.read { txn in
                 var found: [(UInt64, [UInt8])] = []
                 try txn.unsafeAccess.forEach(tables.log.database, prefix: []) { key, value in
-                    found.append((try Key.readBigEndian(key), value.copiedBytes))
+                    found.append((try StoreKey.readBigEndian(key), value.copiedBytes))
                     return true
                 }
                 return found
@@ -446,7 +446,7 @@ package final class EventLog: Sendable {
                 _ = try Self.sequence(ofKey: key, expected: expected, path: path)
                 return false
             }
-            let sequence = try Key.readBigEndian(key)
+            let sequence = try StoreKey.readBigEndian(key)
             if sequence != expected {
                 // A sequence past the next is a gap, which a log never compacted has none of; one before
                 // it (keys out of order, on a damaged page), or the last possible one, is damage.

@@ -20,7 +20,7 @@ struct StoreReader {
 
     func entry(_ id: WriteID) throws -> WriteEntry? {
         if let decodedEntry { return try decodedEntry(id) }
-        guard let bytes = try value(.writes, Key.id(id.rawValue)) else { return nil }
+        guard let bytes = try value(.writes, StoreKey.bytes(id: id.rawValue)) else { return nil }
         return try WriteEntry.decode(bytes, id: id)
     }
 
@@ -66,19 +66,19 @@ struct StoreReader {
     /// The latest Retry-After deadline a pass was told (R5.3), if any.
     func retryAfterUntil() throws -> Timestamp? {
         try value(.meta, MetaKey.retryAfterUntil).map {
-            Timestamp(milliseconds: Int64(bitPattern: try Key.readBigEndianArray($0, name: MetaKey.retryAfterUntil)))
+            Timestamp(milliseconds: Int64(bitPattern: try MetaKey.readUInt64($0, name: MetaKey.retryAfterUntil)))
         }
     }
 
     func nextWriteID() throws -> UInt64 {
-        try value(.meta, MetaKey.nextWriteId).map { try Key.readBigEndianArray($0, name: MetaKey.nextWriteId) } ?? 1
+        try value(.meta, MetaKey.nextWriteId).map { try MetaKey.readUInt64($0, name: MetaKey.nextWriteId) } ?? 1
     }
 
     /// The writes that name `id` among their dependencies.
     func dependents(of id: WriteID) throws -> [WriteID] {
         var result: [WriteID] = []
-        try scan(.dependents, Key.id(id.rawValue), nil) { key, _ in
-            result.append(WriteID(try Key.readBigEndian(key, at: 8)))
+        try scan(.dependents, StoreKey.bytes(id: id.rawValue), nil) { key, _ in
+            result.append(WriteID(try StoreKey.readBigEndian(key, at: 8)))
             return true
         }
         return result
@@ -88,8 +88,8 @@ struct StoreReader {
     /// the write's `writeQueued` from its entry while the queue holds it.
     func historySequences(of id: WriteID) throws -> [UInt64] {
         var result: [UInt64] = []
-        try scan(.history, Key.id(id.rawValue), nil) { key, value in
-            let sequence = try Key.readBigEndian(key, at: 8)
+        try scan(.history, StoreKey.bytes(id: id.rawValue), nil) { key, value in
+            let sequence = try StoreKey.readBigEndian(key, at: 8)
             result.append(sequence)
             // The events indexed with it: a verdict with its answer, as offsets from its sequence.
             guard value.byteCount > 0 else { return true }
@@ -115,7 +115,7 @@ struct StoreReader {
     /// and answers, not its `writeQueued`): one key read.
     func hasIndexedHistory(_ id: WriteID) throws -> Bool {
         var found = false
-        try scan(.history, Key.id(id.rawValue), nil) { _, _ in
+        try scan(.history, StoreKey.bytes(id: id.rawValue), nil) { _, _ in
             found = true
             return false
         }

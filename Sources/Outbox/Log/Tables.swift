@@ -35,7 +35,7 @@ enum WriteIDKey: KeyCodec {
     }
 }
 
-/// A user's name, NUL-terminated (`Key.userPrefix`), built on the stack.
+/// A user's name, NUL-terminated (`StoreKey.bytes(userPrefix:)`), built on the stack.
 enum UserKey: KeyCodec {
     static func withStoredBytes<R>(of user: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         var user = user
@@ -85,7 +85,7 @@ extension RecordCodec: ChecksummedCodec {
     }
 
     static func decode(_ stored: RawSpan, key: UnsafeRawBufferPointer) throws(Failure) -> RecordedEvent {
-        try decode(stored, sequence: Key.readBigEndian(key))
+        try decode(stored, sequence: StoreKey.readBigEndian(key))
     }
 }
 
@@ -94,7 +94,7 @@ enum EntryCodec: ChecksummedCodec {
     static func writeFields(_ entry: WriteEntry, into writer: inout some ByteSink) { entry.writeFields(into: &writer) }
 
     static func decode(_ stored: RawSpan, key: UnsafeRawBufferPointer) throws -> WriteEntry {
-        try WriteEntry.decode(stored, id: WriteID(Key.readBigEndian(key)))
+        try WriteEntry.decode(stored, id: WriteID(StoreKey.readBigEndian(key)))
     }
 }
 

@@ -74,7 +74,7 @@ final class TransactionStore: ProjectionStore {
             return try entry(id).map { $0.encode(id: id) }
         case .counters:
             let bytes = key.bytes
-            guard let user = Key.user(ofPrefix: bytes) else { return try access.get(tables[table], key: bytes) }
+            guard let user = StoreKey.user(ofPrefix: bytes) else { return try access.get(tables[table], key: bytes) }
             let found = try counters(user)
             return found.isZero ? nil : found.encode()
         default:
@@ -95,7 +95,7 @@ final class TransactionStore: ProjectionStore {
             let id = WriteID(key.head)
             try setEntry(WriteEntry.decode(value, id: id), for: id)
         case .counters:
-            guard let user = Key.user(ofPrefix: key.bytes) else { preconditionFailure("a counters key is a user's prefix") }
+            guard let user = StoreKey.user(ofPrefix: key.bytes) else { preconditionFailure("a counters key is a user's prefix") }
             try setCounters(Counters.decode(value), for: user)
         default:
             try keep { $0.held[table.index].keep(key, value, isWritten: false) }
@@ -106,7 +106,7 @@ final class TransactionStore: ProjectionStore {
         switch table {
         case .writes: try removeEntry(WriteID(key.head))
         case .counters:
-            guard let user = Key.user(ofPrefix: key.bytes) else { preconditionFailure("a counters key is a user's prefix") }
+            guard let user = StoreKey.user(ofPrefix: key.bytes) else { preconditionFailure("a counters key is a user's prefix") }
             try setCounters(Counters(), for: user)
         default:
             try keep { $0.held[table.index].keep(key, nil, isWritten: false) }
@@ -200,8 +200,10 @@ extension WriteID: HeldTableKey {
 }
 
 extension String: HeldTableKey {
-    /// The order of the keys `Key.userPrefix` makes: the UTF-8 bytes, then NUL.
-    fileprivate static func precedes(_ a: String, _ b: String) -> Bool { Key.precedes(Key.userPrefix(a), Key.userPrefix(b)) }
+    /// The order of the keys `StoreKey.bytes(userPrefix:)` makes: the UTF-8 bytes, then NUL.
+    fileprivate static func precedes(_ a: String, _ b: String) -> Bool {
+        StoreKey.precedes(StoreKey.bytes(userPrefix: a), StoreKey.bytes(userPrefix: b))
+    }
     fileprivate var digest: UInt64 { StableHash.of(self) }
 }
 
@@ -270,7 +272,7 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
             let slot = slots[position]
             try Keys.withStoredBytes(of: slot.key) { key in
                 if !appending, let last {
-                    appending = last.withUnsafeBufferPointer { Key.precedes($0, key.assumingMemoryBound(to: UInt8.self)) }
+                    appending = last.withUnsafeBufferPointer { StoreKey.precedes($0, key.assumingMemoryBound(to: UInt8.self)) }
                 }
                 guard let value = slot.value else {
                     try access.delete(table.database, key: key)

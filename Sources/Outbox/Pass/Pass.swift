@@ -514,7 +514,7 @@ extension StoreReader {
 
     /// How many writes of users other than `user` are pending: the pending list's keys, nothing decoded.
     func pendingCount(exceptUser user: String) throws -> Int {
-        let prefix = Key.userPrefix(user)
+        let prefix = StoreKey.bytes(userPrefix: user)
         var count = 0
         try scan(.pending, [], nil) { key, _ in
             if !key.starts(with: prefix) { count += 1 }
@@ -525,6 +525,6 @@ extension StoreReader {
 
     /// The user's counts, read together (R7.1).
     func counters(user: String) throws -> Counters {
-        try value(.counters, Key.userPrefix(user)).map { try Counters.decode($0) } ?? Counters()
+        try value(.counters, StoreKey.bytes(userPrefix: user)).map { try Counters.decode($0) } ?? Counters()
     }
 }

@@ -88,8 +88,8 @@ struct Planner {
     private func heldBehindHorizon(_ reader: StoreReader) throws -> WriteID? {
         guard let table else { return nil }
         var horizon: WriteID?
-        try reader.scan(.pending, Key.userPrefix(user), nil) { key, _ in
-            let id = try Key.trailingID(key)
+        try reader.scan(.pending, StoreKey.bytes(userPrefix: user), nil) { key, _ in
+            let id = try StoreKey.trailingID(key)
             guard let entry = try reader.entry(id), entry.table != table else { return true }
             horizon = id
             return false
@@ -115,8 +115,8 @@ struct Planner {
             if let table, entry.table != table { return true }
             return try body(id, entry)
         }
-        try reader.scan(.pending, Key.userPrefix(user), nil) { key, _ in
-            let id = try Key.trailingID(key)
+        try reader.scan(.pending, StoreKey.bytes(userPrefix: user), nil) { key, _ in
+            let id = try StoreKey.trailingID(key)
             while next < refused.endIndex, refused[next] < id {
                 defer { next += 1 }
                 if try !visit(refused[next]) {
@@ -139,8 +139,8 @@ struct Planner {
     /// The user's rejected list, in id order.
     func rejectedList(_ reader: StoreReader) throws -> [WriteID] {
         var refused: [WriteID] = []
-        try reader.scan(.rejected, Key.userPrefix(user), nil) { key, _ in
-            refused.append(try Key.trailingID(key))
+        try reader.scan(.rejected, StoreKey.bytes(userPrefix: user), nil) { key, _ in
+            refused.append(try StoreKey.trailingID(key))
             return true
         }
         return refused

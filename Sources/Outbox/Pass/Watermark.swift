@@ -12,8 +12,8 @@ enum Watermark {
     static func acknowledged(_ reader: StoreReader, from floor: UInt64) throws -> UInt64 {
         var watermark = floor
         var unsettled = false
-        try reader.scan(.writes, [], Key.id(floor &+ 1)) { key, value in
-            let id = try Key.readBigEndian(key)
+        try reader.scan(.writes, [], StoreKey.bytes(id: floor &+ 1)) { key, value in
+            let id = try StoreKey.readBigEndian(key)
             let state = try WriteEntry.decode(value, id: WriteID(id)).state
             // The ids before it that the table does not hold left the queue: settled for good.
             if state.isAnswered || state.isRefusedForGood {

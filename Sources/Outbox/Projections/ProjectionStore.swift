@@ -21,21 +21,21 @@ extension ProjectionStore {
     mutating func remove(_ table: ProjectionTable, _ key: [UInt8]) throws { try remove(table, StoreKey(key)) }
 
     func entry(_ id: WriteID) throws -> WriteEntry? {
-        try value(.writes, Key.id(id.rawValue)).map { try WriteEntry.decode($0, id: id) }
+        try value(.writes, StoreKey.bytes(id: id.rawValue)).map { try WriteEntry.decode($0, id: id) }
     }
 
     mutating func setEntry(_ entry: WriteEntry, for id: WriteID) throws {
-        try set(.writes, Key.id(id.rawValue), entry.encode(id: id))
+        try set(.writes, StoreKey.bytes(id: id.rawValue), entry.encode(id: id))
     }
 
-    mutating func removeEntry(_ id: WriteID) throws { try remove(.writes, Key.id(id.rawValue)) }
+    mutating func removeEntry(_ id: WriteID) throws { try remove(.writes, StoreKey.bytes(id: id.rawValue)) }
 
     func counters(_ user: String) throws -> Counters {
-        try value(.counters, Key.userPrefix(user)).map { try Counters.decode($0) } ?? Counters()
+        try value(.counters, StoreKey.bytes(userPrefix: user)).map { try Counters.decode($0) } ?? Counters()
     }
 
     mutating func setCounters(_ counters: Counters, for user: String) throws {
-        let key = Key.userPrefix(user)
+        let key = StoreKey.bytes(userPrefix: user)
         if counters.isZero { try remove(.counters, key) } else { try set(.counters, key, counters.encode()) }
     }
 }
@@ -62,6 +62,6 @@ struct MemoryProjections: ProjectionStore {
 
     /// The entries of `table` in key order (byte-wise, as LMDB orders them).
     func sortedEntries(_ table: ProjectionTable) -> [(key: [UInt8], value: [UInt8])] {
-        (tables[table] ?? [:]).map { (key: $0.key, value: $0.value) }.sorted { Key.precedes($0.key, $1.key) }
+        (tables[table] ?? [:]).map { (key: $0.key, value: $0.value) }.sorted { StoreKey.precedes($0.key, $1.key) }
     }
 }

@@ -70,7 +70,7 @@ struct Projector<Store: ProjectionStore> {
             var w = ByteWriter(capacity: 16)
             created.origin.encode(into: &w)
             try store.set(.meta, MetaKey.origin, w.bytes)
-            try store.set(.meta, MetaKey.layout, Key.id(projectionLayoutVersion))
+            try store.set(.meta, MetaKey.layout, StoreKey.bytes(id: projectionLayoutVersion))
         case .writeQueued:
             break  // A repeated id (R2.1): only the history index notes it.
         case .sessionSettled(let session):
@@ -125,10 +125,10 @@ struct Projector<Store: ProjectionStore> {
     /// Keeps the latest Retry-After deadline, so a new client honours what an earlier run was told (R5.3).
     private mutating func keepRetryAfter(until: Timestamp) throws {
         let stored = try store.value(.meta, MetaKey.retryAfterUntil).map {
-            Timestamp(milliseconds: Int64(bitPattern: try Key.readBigEndianArray($0, name: MetaKey.retryAfterUntil)))
+            Timestamp(milliseconds: Int64(bitPattern: try MetaKey.readUInt64($0, name: MetaKey.retryAfterUntil)))
         }
         if stored.map({ until > $0 }) ?? true {
-            try store.set(.meta, MetaKey.retryAfterUntil, Key.id(UInt64(bitPattern: until.rawValue)))
+            try store.set(.meta, MetaKey.retryAfterUntil, StoreKey.bytes(id: UInt64(bitPattern: until.rawValue)))
         }
     }
 
@@ -150,7 +150,7 @@ struct Projector<Store: ProjectionStore> {
 
     /// Records the sequence the projections have applied (once per transaction, not per event).
     mutating func markApplied(_ sequence: UInt64) throws {
-        try store.set(.meta, MetaKey.applied, Key.id(sequence))
+        try store.set(.meta, MetaKey.applied, StoreKey.bytes(id: sequence))
     }
 
     func entry(_ id: WriteID) throws -> WriteEntry? { try store.entry(id) }
@@ -158,7 +158,7 @@ struct Projector<Store: ProjectionStore> {
     /// Ids are given once, in order (R2.1): a `writeQueued` below the next id repeats one and queues nothing.
     private func isNew(_ id: WriteID) throws -> Bool {
         id.rawValue
-            >= (try store.value(.meta, MetaKey.nextWriteId).map { try Key.readBigEndianArray($0, name: MetaKey.nextWriteId) } ?? 1)
+            >= (try store.value(.meta, MetaKey.nextWriteId).map { try MetaKey.readUInt64($0, name: MetaKey.nextWriteId) } ?? 1)
     }
 
     private mutating func queue(_ queued: WriteQueued, at sequence: UInt64) throws {
@@ -176,7 +176,7 @@ struct Projector<Store: ProjectionStore> {
         for dependency in entry.dependencies {
             try store.set(.dependents, StoreKey.pair(dependency.rawValue, queued.id.rawValue), [])
         }
-        try store.set(.meta, MetaKey.nextWriteId, Key.id(queued.id.rawValue &+ 1))
+        try store.set(.meta, MetaKey.nextWriteId, StoreKey.bytes(id: queued.id.rawValue &+ 1))
     }
 
     private mutating func update(_ id: WriteID, _ change: (inout WriteEntry) -> Void) throws {
@@ -248,13 +248,13 @@ struct Projector<Store: ProjectionStore> {
     }
 }
 
-extension Key {
+extension MetaKey {
     /// The eight big-endian bytes of meta value `name`; a value of another length is damage, never 0.
-    static func readBigEndianArray(_ bytes: [UInt8], name: [UInt8]) throws(DecodeFailure) -> UInt64 {
+    static func readUInt64(_ bytes: [UInt8], name: [UInt8]) throws(DecodeFailure) -> UInt64 {
         guard bytes.count == 8 else {
             throw DecodeFailure("the meta value \(String(decoding: name, as: UTF8.self)) is \(bytes.count) bytes, not 8")
         }
-        return bytes.withUnsafeBytes { readBigEndian($0) }
+        return bytes.withUnsafeBytes { StoreKey.readBigEndian($0) }
     }
 }
 

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
+
 /// A projection key, built on the stack: up to 32 bytes are held inline (ids, id pairs, a user's list
 /// keys, row keys of one member), so the fold makes its keys without allocating; a longer key keeps its
 /// bytes in an array. It carries its digest (FNV-1a, for the held tables' index) and its first eight
@@ -34,9 +40,9 @@ struct StoreKey: Equatable {
         withUnsafeBytes(of: (a.bigEndian, b.bigEndian)) { StoreKey($0) }
     }
 
-    /// `user` NUL-terminated, then `id` (a per-user list's key, `Key.user`).
+    /// `user` NUL-terminated, then `id` (a per-user list's key, `bytes(user:_:)`).
     static func user(_ user: String, _ id: UInt64) -> StoreKey {
-        guard user.utf8.count + 9 <= inlineCapacity else { return StoreKey(Key.user(user, id)) }
+        guard user.utf8.count + 9 <= inlineCapacity else { return StoreKey(StoreKey.bytes(user: user, id)) }
         var user = user
         return user.withUTF8 { name in
             var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
@@ -69,7 +75,78 @@ struct StoreKey: Equatable {
     static func precedes(_ a: StoreKey, _ b: StoreKey) -> Bool {
         if a.head != b.head { return a.head < b.head }
         return a.withBytes { x in
-            b.withBytes { y in Key.precedes(x.assumingMemoryBound(to: UInt8.self), y.assumingMemoryBound(to: UInt8.self)) }
+            b.withBytes { y in StoreKey.precedes(x.assumingMemoryBound(to: UInt8.self), y.assumingMemoryBound(to: UInt8.self)) }
         }
+    }
+}
+
+/// The stored forms of keys, as bytes for LMDB's byte-wise calls: ids and pairs of ids big-endian (so
+/// LMDB's order is theirs), a user's lists under the user's name NUL-terminated; and the readers of
+/// stored keys, which take a key too short for what it should hold as damage.
+extension StoreKey {
+    static func bytes(id value: UInt64) -> [UInt8] {
+        var writer = ByteWriter(capacity: 8)
+        writer.bigEndian(value)
+        return writer.bytes
+    }
+
+    static func bytes(pair a: UInt64, _ b: UInt64) -> [UInt8] {
+        var writer = ByteWriter(capacity: 16)
+        writer.bigEndian(a)
+        writer.bigEndian(b)
+        return writer.bytes
+    }
+
+    /// `user` NUL-terminated (users never contain NUL, R2.4), then `id`: per-user lists in id order.
+    static func bytes(user: String, _ id: UInt64) -> [UInt8] {
+        var writer = ByteWriter(capacity: user.utf8.count + 9)
+        writer.raw(user.utf8)
+        writer.byte(0)
+        writer.bigEndian(id)
+        return writer.bytes
+    }
+
+    /// The user of a `bytes(userPrefix:)` key; nil when the bytes are not one.
+    static func user(ofPrefix key: [UInt8]) -> String? {
+        guard key.last == 0, key.firstIndex(of: 0) == key.count - 1 else { return nil }
+        return String(validating: key[..<(key.count - 1)], as: UTF8.self)
+    }
+
+    static func bytes(userPrefix user: String) -> [UInt8] {
+        var writer = ByteWriter(capacity: user.utf8.count + 1)
+        writer.raw(user.utf8)
+        writer.byte(0)
+        return writer.bytes
+    }
+
+    /// LMDB's key order (and the canonical order of JSON object keys): bytes compared as unsigned,
+    /// a prefix first.
+    static func precedes(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
+        let common = min(x.count, y.count)
+        let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
+        return order != 0 ? order < 0 : x.count < y.count
+    }
+
+    static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBufferPointer { x in b.withUnsafeBufferPointer { y in precedes(x, y) } }
+    }
+
+    /// The id a per-user list's key ends with (`bytes(user:_:)`).
+    static func trailingID(_ key: RawSpan) throws(DecodeFailure) -> WriteID {
+        WriteID(try readBigEndian(key, at: key.byteCount - 8))
+    }
+
+    /// The eight bytes at `offset`, big-endian. A stored key too short to hold them is damage.
+    static func readBigEndian(_ bytes: RawSpan, at offset: Int = 0) throws(DecodeFailure) -> UInt64 {
+        guard offset >= 0, bytes.byteCount - offset >= 8 else {
+            throw DecodeFailure("a stored key of \(bytes.byteCount) bytes is too short")
+        }
+        return bytes.unsafeLoadUnaligned(fromByteOffset: offset, as: UInt64.self).bigEndian
+    }
+
+    static func readBigEndian(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) -> UInt64 {
+        var value: UInt64 = 0
+        for index in offset..<(offset + 8) { value = value << 8 | UInt64(bytes[index]) }
+        return value
     }
 }

@@ -49,13 +49,13 @@ enum QueueOperations {
         var found: [(WriteID, WriteEntry)] = []
         if let ids {
             // Named ids are looked up, in the list's order: the list may hold millions the app took none of.
-            for id in ids.sorted() where try reader.value(.answered, Key.user(user, id.rawValue)) != nil {
+            for id in ids.sorted() where try reader.value(.answered, StoreKey.bytes(user: user, id.rawValue)) != nil {
                 if let entry = try reader.entry(id) { found.append((id, entry)) }
             }
         } else {
             var failure: (any Error)?
-            try reader.scan(.answered, Key.userPrefix(user), nil) { key, _ in
-                let id = try Key.trailingID(key)
+            try reader.scan(.answered, StoreKey.bytes(userPrefix: user), nil) { key, _ in
+                let id = try StoreKey.trailingID(key)
                 do {
                     if let entry = try reader.entry(id) { found.append((id, entry)) }
                 } catch {
@@ -222,8 +222,8 @@ enum QueueOperations {
     /// R6.3, by reason: every blocked write of `user` with that reason; returns how many.
     static func release(reason: BlockedReason, user: String, random: any RandomSource, appender: inout Appender) throws -> Int {
         var ids: [WriteID] = []
-        try appender.reader.scan(.blocked, Key.userPrefix(user), nil) { key, value in
-            if value.byteCount == 1, value.unsafeLoad(as: UInt8.self) == reason.code { ids.append(try Key.trailingID(key)) }
+        try appender.reader.scan(.blocked, StoreKey.bytes(userPrefix: user), nil) { key, value in
+            if value.byteCount == 1, value.unsafeLoad(as: UInt8.self) == reason.code { ids.append(try StoreKey.trailingID(key)) }
             return true
         }
         for id in ids {

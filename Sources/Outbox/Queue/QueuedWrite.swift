@@ -92,7 +92,7 @@ extension QueuedWrite {
         let groups = GroupWaiting()
         try reader.scan(.writes, [], nil) { key, value in
             do {
-                let id = WriteID(try Key.readBigEndian(key))
+                let id = WriteID(try StoreKey.readBigEndian(key))
                 let entry = try WriteEntry.decode(value, id: id)
                 if let user, entry.user != user { return true }
                 return try body(try render(id, entry, reader: reader, identityLatchedFor: latched, groups: groups))

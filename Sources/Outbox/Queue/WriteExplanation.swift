@@ -390,13 +390,13 @@ enum Explainer {
     /// nothing else.
     static func holders(user: String, reader: StoreReader) throws -> Holders {
         var roots: [WriteID] = []
-        try reader.scan(.rejected, Key.userPrefix(user), nil) { key, _ in
-            let id = try Key.trailingID(key)
+        try reader.scan(.rejected, StoreKey.bytes(userPrefix: user), nil) { key, _ in
+            let id = try StoreKey.trailingID(key)
             if case .dead? = try reader.entry(id)?.state { roots.append(id) }
             return true
         }
-        try reader.scan(.blocked, Key.userPrefix(user), nil) { key, _ in
-            roots.append(try Key.trailingID(key))
+        try reader.scan(.blocked, StoreKey.bytes(userPrefix: user), nil) { key, _ in
+            roots.append(try StoreKey.trailingID(key))
             return true
         }
         var held: [WriteID: WriteID] = [:]
@@ -421,7 +421,7 @@ enum Explainer {
 extension StoreReader {
     /// The last sequence the projections have folded.
     func appliedSequence() throws -> UInt64 {
-        try value(.meta, MetaKey.applied).map { try Key.readBigEndianArray($0, name: MetaKey.applied) } ?? 0
+        try value(.meta, MetaKey.applied).map { try MetaKey.readUInt64($0, name: MetaKey.applied) } ?? 0
     }
 }
 

@@ -104,7 +104,7 @@ extension JSONValue {
     static func precedes(_ a: String, _ b: String) -> Bool {
         var a = a
         var b = b
-        return a.withUTF8 { x in b.withUTF8 { y in Outbox.Key.precedes(x, y) } }
+        return a.withUTF8 { x in b.withUTF8 { y in Outbox.StoreKey.precedes(x, y) } }
     }
 
     /// The canonical bytes: equal values, equal bytes.
