@@ -27,8 +27,6 @@ public struct Cursor: ~Copyable {
     public func last<R>(_ body: (_ key: RawSpan, _ value: RawSpan) throws -> R) throws -> R? { try get(MDB_LAST, body) }
     /// The entry after the current one.
     public func next<R>(_ body: (_ key: RawSpan, _ value: RawSpan) throws -> R) throws -> R? { try get(MDB_NEXT, body) }
-    /// The entry before the current one.
-    public func previous<R>(_ body: (_ key: RawSpan, _ value: RawSpan) throws -> R) throws -> R? { try get(MDB_PREV, body) }
 
     /// The first entry whose key is `key` or greater.
     public func seek<R>(atLeast key: [UInt8], _ body: (_ key: RawSpan, _ value: RawSpan) throws -> R) throws -> R? {

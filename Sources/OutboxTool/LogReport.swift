@@ -28,7 +28,7 @@ struct LogReport {
     }
 
     /// One write of the log, and its history as timeline lines.
-    struct Row {
+    struct WriteRow {
         var id: WriteID
         var user: String
         var table: String
@@ -50,7 +50,7 @@ struct LogReport {
     var passes: [Pass] = []
     var passCount = 0
     var points: [Point] = []
-    var rows: [Row] = []
+    var rows: [WriteRow] = []
     var writeCount = 0
     var states: [String: Int] = [:]
 
@@ -106,7 +106,7 @@ struct LogReport {
             }
             index[queued.id] = rows.count
             rows.append(
-                Row(
+                WriteRow(
                     id: queued.id, user: queued.user, table: queued.table, operation: queued.operation.description,
                     key: JSONText.render(queued.key), state: "pending", detail: "pending"))
         }
