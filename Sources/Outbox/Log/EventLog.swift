@@ -183,13 +183,17 @@ package final class EventLog: Sendable {
         }
     }
 
-    /// A reader over a transaction's projections and log.
+    /// A reader over a transaction's projections and log. The verdict table's entries are decoded where
+    /// they lie and kept for the transaction (`EntryMemo`): a pass plans a batch and builds its requests
+    /// in one snapshot, and reads each entry once.
     private func reader(_ access: some ReadableTransaction) -> StoreReader {
         let tables = self.tables
+        let memo = EntryMemo()
         return StoreReader(
             value: { table, key in try access.get(tables[table], key: key) },
             scan: { table, prefix, start, visit in try access.forEach(tables[table], prefix: prefix, from: start, visit) },
-            record: recordReader(access))
+            record: recordReader(access),
+            decodedEntry: { id in try memo.entry(id) { try access.get(tables.entries, id) } })
     }
 
     /// Appends through the group committer: callers arriving while a commit is in flight share the

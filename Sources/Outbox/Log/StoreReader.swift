@@ -3,6 +3,21 @@ final class GroupWaiting {
     var waiting: [WriteID: Bool] = [:]
 }
 
+/// The verdict table's entries one read transaction has decoded (a snapshot's never change). Bounded:
+/// a scan of a long queue (the report's held counts) starts again past `limit` entries.
+final class EntryMemo {
+    private var entries: [WriteID: WriteEntry?] = [:]
+    private static let limit = 1024
+
+    func entry(_ id: WriteID, _ read: () throws -> WriteEntry?) rethrows -> WriteEntry? {
+        if let known = entries[id] { return known }
+        let found = try read()
+        if entries.count >= Self.limit { entries.removeAll(keepingCapacity: true) }
+        entries[id] = found
+        return found
+    }
+}
+
 /// Read access to the projections and the log, whether the projections are LMDB's (a read or write
 /// transaction) or a fold held in memory. Use it only inside the closure that hands it over: it reads
 /// through a transaction that ends with that closure.
@@ -14,8 +29,8 @@ struct StoreReader {
     let scan: (ProjectionTable, [UInt8], [UInt8]?, (RawSpan, RawSpan) throws -> Bool) throws -> Void
     /// The event at a sequence number, or nil when there is none; a damaged record throws.
     let record: (UInt64) throws -> RecordedEvent?
-    /// The verdict table's entry of a write, when the source holds entries decoded (a write
-    /// transaction's store); nil: read through `value`.
+    /// The verdict table's entry of a write, when the source decodes entries itself (a transaction's
+    /// reader); nil: read through `value` (a fold held in memory).
     var decodedEntry: ((WriteID) throws -> WriteEntry?)? = nil
 
     func entry(_ id: WriteID) throws -> WriteEntry? {

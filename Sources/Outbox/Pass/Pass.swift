@@ -121,7 +121,7 @@ struct Pass: Sendable {
         // that records the answer before it, so a batch costs one commit (R2.3: pass events with
         // MDB_NOMETASYNC), and its `attemptStarted` is committed before it is sent (R4.6). What the
         // transport says of the writes is asked between transactions (`Prepared`).
-        var prepared = try await offPool { [self] in try prepare(lookahead(after: Progress(), sending: nil)) }
+        var prepared = try await offPool { [self] in try prepareAhead(after: Progress(), sending: nil) }
         var first = Progress()
         first.watermark = try await acknowledgedWatermark(after: nil)
         var (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared, first] appender in
@@ -151,7 +151,7 @@ struct Pass: Sendable {
                 // A power loss may undo the last commit: the request must not go ahead of the answers
                 // it follows while they could be lost, or a resend of them would come after it (R9.3).
                 if progress.flushBeforeSend { try await offPool { [log] in try log.makeLastCommitDurable() } }
-                prepared = try await offPool { [self, progress] in try prepare(lookahead(after: progress, sending: sending)) }
+                prepared = try await offPool { [self, progress] in try prepareAhead(after: progress, sending: sending) }
                 let watermark = progress.watermark.flatMap { $0 > 0 ? WriteID($0) : nil }
                 let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic, acknowledgedWatermark: watermark)
                 let received = await send(batch, token: &token, refreshed: &refreshed)
@@ -411,56 +411,69 @@ struct Pass: Sendable {
 
     /// What the next transaction will likely plan, after this one's request is sent: the rest of its
     /// batch, or else the batch after it, on the snapshot just committed, with the request's writes
-    /// as answered. Nil when the pass will not plan again.
-    private func lookahead(after progress: Progress, sending: Request?) throws -> Lookup? {
-        if let part = progress.batch.first { return .part(part) }
-        guard progress.finishing == nil, progress.stoppedBy == nil, !shouldStop() else { return nil }
+    /// as answered; and what the transport says of it (`prepare`). The batch is planned and its writes
+    /// are read in one snapshot, which reads each entry once.
+    private func prepareAhead(after progress: Progress, sending: Request?) throws -> Prepared {
+        if let part = progress.batch.first { return prepare(part) }
+        guard progress.finishing == nil, progress.stoppedBy == nil, !shouldStop() else { return Prepared() }
         var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
         planner.rejected = progress.rejected
         planner.inFlight = Set(sending?.writes.map(\.id) ?? [])
-        return try log.read { reader in try planner.nextBatch(reader) }.map { .batch($0) }
+        let planned = try log.read { reader in
+            try planner.nextBatch(reader).map { batch in (batch, try outgoingWrites(of: batch, reader)) }
+        }
+        guard let (batch, built) = planned else { return Prepared() }
+        return prepare(batch, built)
     }
 
     /// Asks the transport about the writes of `lookup`, outside any transaction: what each write's
     /// request is or why it cannot be made, whether an atomic group goes as one request, and how the
     /// rest of a batch splits into requests (R9.1, R9.3).
-    private func prepare(_ lookup: Lookup?) throws -> Prepared {
-        var prepared = Prepared()
+    private func prepare(_ lookup: Lookup) throws -> Prepared {
         switch lookup {
-        case nil:
-            return prepared
-        case .part(let part):
-            prepared.sizes = requestSizes(of: part.writes)
-        case .batch(let batch):
-            let built = try log.read { reader in
-                let origin = try reader.origin()
-                return try batch.writes.map { ($0, try outgoingWrite($0, origin, reader)) }
-            }
-            var outgoing: [OutgoingWrite] = []
-            for (id, made) in built {
-                guard let made else { continue }
-                switch made {
-                case .write(let write):
-                    if let reason = transport.unmadeReason(for: write) {
-                        prepared.writes[id] = .unmade(reason)
-                    } else {
-                        prepared.writes[id] = made
-                        outgoing.append(write)
-                    }
-                case .unmade: prepared.writes[id] = made
+        case .part(let part): return prepare(part)
+        case .batch(let batch): return prepare(batch, try log.read { reader in try outgoingWrites(of: batch, reader) })
+        }
+    }
+
+    private func prepare(_ part: Part) -> Prepared {
+        var prepared = Prepared()
+        prepared.sizes = requestSizes(of: part.writes)
+        return prepared
+    }
+
+    private func prepare(_ batch: Planner.Batch, _ built: [(WriteID, Prepared.Made?)]) -> Prepared {
+        var prepared = Prepared()
+        var outgoing: [OutgoingWrite] = []
+        for (id, made) in built {
+            guard let made else { continue }
+            switch made {
+            case .write(let write):
+                if let reason = transport.unmadeReason(for: write) {
+                    prepared.writes[id] = .unmade(reason)
+                } else {
+                    prepared.writes[id] = made
+                    outgoing.append(write)
                 }
-            }
-            if batch.isAtomic {
-                if outgoing.count > 1 {
-                    prepared.group = (
-                        outgoing.map(\.id), transport.unmadeReason(forGroup: OutgoingBatch(writes: outgoing, isAtomic: true))
-                    )
-                }
-            } else {
-                prepared.sizes = requestSizes(of: outgoing)
+            case .unmade: prepared.writes[id] = made
             }
         }
+        if batch.isAtomic {
+            if outgoing.count > 1 {
+                prepared.group = (
+                    outgoing.map(\.id), transport.unmadeReason(forGroup: OutgoingBatch(writes: outgoing, isAtomic: true))
+                )
+            }
+        } else {
+            prepared.sizes = requestSizes(of: outgoing)
+        }
         return prepared
+    }
+
+    /// The writes of `batch` as the instance would receive them, read from one snapshot.
+    private func outgoingWrites(of batch: Planner.Batch, _ reader: StoreReader) throws -> [(WriteID, Prepared.Made?)] {
+        let origin = try reader.origin()
+        return try batch.writes.map { ($0, try outgoingWrite($0, origin, reader)) }
     }
 
     /// How the transport sends `writes` as requests: for the writes left before each request, how many
