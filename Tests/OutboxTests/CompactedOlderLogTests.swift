@@ -1,0 +1,62 @@
+import Foundation
+import OutboxTesting
+import Testing
+
+@testable import Outbox
+
+/// A compacted log of layout 10, whose snapshot holds that layout's projections (each user's counters
+/// in a table of their own): made at df79cb2 by alice's writes 1–6 sent and taken, 7–8 answered, 13–14
+/// pending, then bob's 9–11, compacted into one segment, then bob's 12; with what that build's
+/// `outbox log --json` and `outbox history --json` printed for it. This build reads it as that one
+/// did, its counters included, and goes on writing to it (R8.2, R8.5).
+@Suite struct CompactedOlderLogTests {
+    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/layout10-compacted")
+
+    static func lines(_ name: String) throws -> [String] {
+        try String(contentsOf: fixture.appendingPathComponent(name), encoding: .utf8).split(separator: "\n").map(String.init)
+    }
+
+    static func copyFixture(to path: String) throws {
+        try FileManager.default.createDirectory(atPath: path + "/archive", withIntermediateDirectories: true)
+        for file in ["data.mdb", "archive/segment-000001.mdb"] {
+            try FileManager.default.copyItem(atPath: fixture.appendingPathComponent(file).path, toPath: path + "/" + file)
+        }
+    }
+
+    @Test func aCompactedLogOfTheEarlierLayoutReadsAsItDidAndGoesOn() async throws {
+        try await TemporaryFolder.with { path in
+            try Self.copyFixture(to: path)
+            let client = try await openClient(path, user: nil, transport: SimulatedInstance())
+            var log: [String] = []
+            try client.log.forEachEvent { recorded in
+                log.append(JSONText.render(recorded.json))
+                return true
+            }
+            #expect(log == (try Self.lines("log.jsonl")))
+            for id in [3, 7, 9, 12] {
+                let history = try client.log.history(of: WriteID(UInt64(id))).map { JSONText.render($0.json) }
+                #expect(history == (try Self.lines("history-\(id).jsonl")), "write \(id)")
+            }
+            #expect(
+                try client.log.read { try $0.counters(user: "alice") }
+                    == Counters(pending: 2, rejected: 0, blocked: 0, answered: 2))
+            #expect(
+                try client.log.read { try $0.counters(user: "bob") } == Counters(pending: 4, rejected: 0, blocked: 0, answered: 0)
+            )
+            #expect(try await client.verify().isOK)
+
+            try await client.settleSession(user: "alice", accessToken: nil)
+            #expect(try await client.sync().syncedCount == 2)
+            #expect(
+                try client.log.read { try $0.counters(user: "alice") }
+                    == Counters(pending: 0, rejected: 0, blocked: 0, answered: 4))
+            try await client.rebuild()
+            #expect(
+                try client.log.read { try $0.counters(user: "bob") } == Counters(pending: 4, rejected: 0, blocked: 0, answered: 0)
+            )
+            #expect(try await client.verify().isOK)
+            client.close()
+        }
+    }
+}
