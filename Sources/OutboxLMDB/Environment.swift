@@ -116,7 +116,8 @@ public final class Environment: @unchecked Sendable {
         if options.readOnly { flags |= UInt32(MDB_RDONLY) }
         if options.durability == .noSync { flags |= UInt32(MDB_NOSYNC) }
         if !location.isDirectory { flags |= UInt32(MDB_NOSUBDIR) }
-        rc = mdb_env_set_maxdbs(env, MDB_dbi(max(names.count, 1)))
+        // One handle more than the names: a write may open a database of an earlier layout to delete it.
+        rc = mdb_env_set_maxdbs(env, MDB_dbi(names.count + 1))
         if rc == 0 { rc = mdb_env_set_mapsize(env, options.mapSize) }
         if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_env_set_mapsize"), path: location.path)) }
         if options.readOnly {
@@ -306,7 +307,7 @@ public final class Environment: @unchecked Sendable {
             isClosed.store(true, ordering: .sequentiallyConsistent)
             throw LMDBError(.lmdb(rc, call: "mdb_env_create"), path: path)
         }
-        rc = mdb_env_set_maxdbs(env, MDB_dbi(max(databases.count, 1)))
+        rc = mdb_env_set_maxdbs(env, MDB_dbi(databases.count + 1))
         if rc == 0 { rc = mdb_env_set_mapsize(env, mapSizeNow.withLock { $0 }) }
         if rc == 0 { rc = mdb_env_open(env, path, openFlags, 0o600) }
         var txn: OpaquePointer?

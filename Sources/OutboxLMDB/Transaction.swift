@@ -173,6 +173,18 @@ extension WritableTransaction where Self: ~Copyable {
         try check(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))", path: path)
     }
 
+    /// Deletes the named database `name` with its entries, when the environment holds one that it did
+    /// not open (one an earlier layout had); returns whether there was one.
+    @discardableResult
+    public func deleteDatabase(named name: String) throws -> Bool {
+        var dbi = MDB_dbi()
+        let rc = mdb_dbi_open(handle, name, 0, &dbi)
+        if rc == MDB_NOTFOUND { return false }
+        try check(rc, "mdb_dbi_open(\(name))", path: path)
+        try check(mdb_drop(handle, dbi, 1), "mdb_drop(\(name))", path: path)
+        return true
+    }
+
 }
 
 /// Calls `body` with the bytes of an `MDB_val` LMDB filled in, as a span that cannot outlive the call.

@@ -102,6 +102,21 @@ private enum TaggedString: ValueCodec {
         }
     }
 
+    @Test func aDatabaseTheEnvironmentNoLongerNamesCanBeDeleted() throws {
+        try withTemporaryDirectory { path in
+            do {
+                let env = try Environment(path: path, databases: ["a", "old"])
+                try env.write { txn in try txn.put(env.database("old"), key: [1], value: [2]) }
+                env.close()
+            }
+            let env = try Environment(path: path, databases: ["a"])
+            #expect(try env.write { txn in try txn.deleteDatabase(named: "old") })
+            #expect(try !env.write { txn in try txn.deleteDatabase(named: "old") }, "gone, its entries with it")
+            #expect(try !env.write { txn in try txn.deleteDatabase(named: "never") })
+            env.close()
+        }
+    }
+
     @Test func cursorMovesHandTheirEntryToAClosure() throws {
         try withTemporaryDirectory { path in
             let env = try Environment(path: path, databases: ["a"])

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxLMDB
 import OutboxTesting
 import Testing
 
@@ -57,6 +58,10 @@ import Testing
             )
             #expect(try await client.verify().isOK)
             client.close()
+            // The table layout 10 kept the counters in went with the rebuild on open.
+            let environment = try Environment(path: path, databases: EventLog.databaseNames)
+            #expect(try !environment.write { txn in try txn.deleteDatabase(named: "counters") })
+            environment.close()
         }
     }
 }

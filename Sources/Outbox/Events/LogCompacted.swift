@@ -107,22 +107,59 @@ public struct ArchiveSegment: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// Every projection's entries, table by table in key order, as the layout stores them: the state a
-/// `logCompacted` event starts the log at.
+/// `logCompacted` event starts the log at. Kept as stored (its layout's table numbers), so the record
+/// reads back to its own bytes; `current()` gives the entries in this build's layout.
 struct ProjectionState: Hashable, Sendable {
     struct Entry: Hashable, Sendable {
-        var table: ProjectionTable
+        /// The table's number in the state's layout (`ProjectionTable.index` in this one).
+        var tableNumber: UInt8
         var key: [UInt8]
         var value: [UInt8]
+
+        init(table: ProjectionTable, key: [UInt8], value: [UInt8]) {
+            self.init(tableNumber: UInt8(table.index), key: key, value: value)
+        }
+
+        init(tableNumber: UInt8, key: [UInt8], value: [UInt8]) {
+            self.tableNumber = tableNumber
+            self.key = key
+            self.value = value
+        }
     }
 
     /// The projections' layout the bytes are in.
     var layout: UInt64
     var entries: [Entry]
 
+    /// The layouts whose snapshots this build reads: 10 (the first to compact), and this one.
+    static let readableLayouts: ClosedRange<UInt64> = 10...projectionLayoutVersion
+    /// Layout 10 numbered its tables as this one does, and had a tenth: each user's counters, under the
+    /// user's name and a NUL, which this layout keeps in `meta` (`MetaKey.counters`).
+    private static let layout10Counters: UInt8 = 9
+
+    /// The entries in this build's layout.
+    func current() throws -> [(table: ProjectionTable, key: [UInt8], value: [UInt8])] {
+        guard Self.readableLayouts.contains(layout) else {
+            throw DecodeFailure("a snapshot of layout \(layout), which this build does not read")
+        }
+        return try entries.map { entry in
+            if layout == 10, entry.tableNumber == Self.layout10Counters {
+                guard let user = StoreKey.user(ofPrefix: entry.key) else {
+                    throw DecodeFailure("a snapshot's counters are under a key that names no user")
+                }
+                return (.meta, MetaKey.counters(user), entry.value)
+            }
+            guard Int(entry.tableNumber) < ProjectionTable.allCases.count else {
+                throw DecodeFailure("a snapshot names projection \(entry.tableNumber)")
+            }
+            return (ProjectionTable.allCases[Int(entry.tableNumber)], entry.key, entry.value)
+        }
+    }
+
     func encode(into writer: inout some ByteSink) {
         writer.varint(layout)
         writer.array(entries) { writer, entry in
-            writer.byte(UInt8(entry.table.index))
+            writer.byte(entry.tableNumber)
             writer.data(entry.key)
             writer.data(entry.value)
         }
@@ -130,10 +167,12 @@ struct ProjectionState: Hashable, Sendable {
 
     static func decode(from reader: inout ByteReader) throws -> ProjectionState {
         let layout = try reader.varint()
+        // Layout 10 had one table more than this one.
+        let tables = layout == 10 ? Int(layout10Counters) + 1 : ProjectionTable.allCases.count
         let entries = try reader.array { reader in
-            let index = Int(try reader.byte())
-            guard index < ProjectionTable.allCases.count else { throw DecodeFailure("a snapshot names projection \(index)") }
-            return Entry(table: ProjectionTable.allCases[index], key: try reader.data(), value: try reader.data())
+            let number = try reader.byte()
+            guard Int(number) < tables else { throw DecodeFailure("a snapshot names projection \(number)") }
+            return Entry(tableNumber: number, key: try reader.data(), value: try reader.data())
         }
         return ProjectionState(layout: layout, entries: entries)
     }

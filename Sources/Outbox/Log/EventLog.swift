@@ -401,6 +401,7 @@ package final class EventLog: Sendable {
                 let access = txn.unsafeAccess
                 let compacted = wasCompacted(access)
                 for table in ProjectionTable.allCases { try access.clear(tables[table]) }
+                for name in retiredProjectionDatabases { try access.deleteDatabase(named: name) }
                 let total = try access.count(tables.log.database)
                 var projector = Projector(store: TransactionStore(access: access, tables: tables))
                 var folded = 0
@@ -411,7 +412,7 @@ package final class EventLog: Sendable {
                     case .snapshot(let event, let state):
                         try projector.store.flush()
                         for table in ProjectionTable.allCases { try access.clear(tables[table]) }
-                        for entry in state.entries {
+                        for entry in try state.current() {
                             _ = try access.put(tables[entry.table], key: entry.key, value: entry.value)
                         }
                         projector = Projector(store: TransactionStore(access: access, tables: tables))
@@ -463,7 +464,7 @@ package final class EventLog: Sendable {
             expected = sequence + 1
             let event = try Self.decode(value, sequence: sequence, path: path)
             if case .logCompacted(let compaction) = event.event {
-                guard compaction.state.layout == projectionLayoutVersion else {
+                guard ProjectionState.readableLayouts.contains(compaction.state.layout) else {
                     throw OutboxError.damaged(
                         path: path,
                         "the snapshot at sequence \(sequence) holds projections of layout \(compaction.state.layout), which this build does not read",

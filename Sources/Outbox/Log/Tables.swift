@@ -2,11 +2,11 @@ internal import OutboxLMDB
 
 /// The log's database and each projection's, with the codecs of their keys and values: the log's
 /// records and the verdict table's entries are encoded straight into LMDB's pages and checked and
-/// decoded where they lie; the counters likewise; the other projections hold bytes.
+/// decoded where they lie; the users' counters (in `meta`) likewise; the other projections hold bytes.
 struct LogTables: Sendable {
     typealias Log = Table<BigEndianKey, RecordCodec>
     typealias Entries = Table<WriteIDKey, EntryCodec>
-    typealias CountersTable = Table<UserKey, CountersCodec>
+    typealias CountersTable = Table<CountersKey, CountersCodec>
     typealias Bytes = Table<StoreKeyCodec, BytesValue>
 
     let log: Log
@@ -19,7 +19,7 @@ struct LogTables: Sendable {
         log = Log(environment.database("log"))
         projections = ProjectionTable.allCases.map { environment.database($0.rawValue) }
         entries = Entries(projections[ProjectionTable.writes.index])
-        counters = CountersTable(projections[ProjectionTable.counters.index])
+        counters = CountersTable(projections[ProjectionTable.meta.index])
     }
 
     subscript(table: ProjectionTable) -> Database { projections[table.index] }
@@ -35,14 +35,15 @@ enum WriteIDKey: KeyCodec {
     }
 }
 
-/// A user's name, NUL-terminated (`StoreKey.bytes(userPrefix:)`), built on the stack.
-enum UserKey: KeyCodec {
+/// A user's counters key in `meta` (`MetaKey.counters`), built on the stack.
+enum CountersKey: KeyCodec {
     static func withStoredBytes<R>(of user: String, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         var user = user
+        let prefix = MetaKey.countersPrefix
         return try user.withUTF8 { name in
-            try withUnsafeTemporaryAllocation(byteCount: name.count + 1, alignment: 1) { buffer in
-                buffer.copyMemory(from: UnsafeRawBufferPointer(name))
-                buffer[name.count] = 0
+            try withUnsafeTemporaryAllocation(byteCount: prefix.count + name.count, alignment: 1) { buffer in
+                prefix.withUnsafeBytes { buffer.copyMemory(from: $0) }
+                UnsafeMutableRawBufferPointer(rebasing: buffer[prefix.count...]).copyMemory(from: UnsafeRawBufferPointer(name))
                 return try body(UnsafeRawBufferPointer(buffer))
             }
         }

@@ -19,7 +19,8 @@ internal import OutboxLMDB
 final class TransactionStore: ProjectionStore {
     private let access: WriteAccess
     private let tables: LogTables
-    /// Indexed by `ProjectionTable.index`; the slots of `.writes` and `.counters` stay empty.
+    /// Indexed by `ProjectionTable.index`; the slot of `.writes` stays empty, and `.meta`'s holds
+    /// its bytes but the counters.
     private var held: [HeldTable<StoreKey, [UInt8]>]
     private var entries: HeldTable<WriteID, WriteEntry>
     private var counters: HeldTable<String, Counters>
@@ -72,9 +73,8 @@ final class TransactionStore: ProjectionStore {
             guard key.count == 8 else { return try key.withBytes { try lmdbValue(table, $0) } }
             let id = WriteID(key.head)
             return try entry(id).map { $0.encode(id: id) }
-        case .counters:
-            let bytes = key.bytes
-            guard let user = StoreKey.user(ofPrefix: bytes) else { return try access.get(tables[table], key: bytes) }
+        case .meta where key.bytes.starts(with: MetaKey.countersPrefix):
+            guard let user = MetaKey.user(ofCounters: key.bytes) else { return try key.withBytes { try lmdbValue(table, $0) } }
             let found = try counters(user)
             return found.isZero ? nil : found.encode()
         default:
@@ -94,8 +94,8 @@ final class TransactionStore: ProjectionStore {
         case .writes:
             let id = WriteID(key.head)
             try setEntry(WriteEntry.decode(value, id: id), for: id)
-        case .counters:
-            guard let user = StoreKey.user(ofPrefix: key.bytes) else { preconditionFailure("a counters key is a user's prefix") }
+        case .meta where key.bytes.starts(with: MetaKey.countersPrefix):
+            guard let user = MetaKey.user(ofCounters: key.bytes) else { preconditionFailure("a counters key names a user") }
             try setCounters(Counters.decode(value), for: user)
         default:
             try keep { $0.held[table.index].keep(key, value, isWritten: false) }
@@ -105,8 +105,8 @@ final class TransactionStore: ProjectionStore {
     func remove(_ table: ProjectionTable, _ key: StoreKey) throws {
         switch table {
         case .writes: try removeEntry(WriteID(key.head))
-        case .counters:
-            guard let user = StoreKey.user(ofPrefix: key.bytes) else { preconditionFailure("a counters key is a user's prefix") }
+        case .meta where key.bytes.starts(with: MetaKey.countersPrefix):
+            guard let user = MetaKey.user(ofCounters: key.bytes) else { preconditionFailure("a counters key names a user") }
             try setCounters(Counters(), for: user)
         default:
             try keep { $0.held[table.index].keep(key, nil, isWritten: false) }
@@ -161,9 +161,10 @@ final class TransactionStore: ProjectionStore {
         case .writes:
             heldCount -= entries.count
             try entries.write(to: tables.entries, access)
-        case .counters:
-            heldCount -= counters.count
+        case .meta:
+            heldCount -= counters.count + held[table.index].count
             try counters.write(to: tables.counters, access)
+            try held[table.index].write(to: tables.bytes(table), access)
         default:
             heldCount -= held[table.index].count
             try held[table.index].write(to: tables.bytes(table), access)
@@ -178,7 +179,7 @@ final class TransactionStore: ProjectionStore {
         let pending =
             switch table {
             case .writes: entries.changed
-            case .counters: counters.changed
+            case .meta: counters.changed + held[table.index].changed
             default: held[table.index].changed
             }
         if pending > 0 { try write(table) }
@@ -200,9 +201,9 @@ extension WriteID: HeldTableKey {
 }
 
 extension String: HeldTableKey {
-    /// The order of the keys `StoreKey.bytes(userPrefix:)` makes: the UTF-8 bytes, then NUL.
+    /// The order of the keys `MetaKey.counters` makes: a common prefix, then the UTF-8 bytes.
     fileprivate static func precedes(_ a: String, _ b: String) -> Bool {
-        StoreKey.precedes(StoreKey.bytes(userPrefix: a), StoreKey.bytes(userPrefix: b))
+        StoreKey.precedes(Array(a.utf8), Array(b.utf8))
     }
     fileprivate var digest: UInt64 { StableHash.of(self) }
 }

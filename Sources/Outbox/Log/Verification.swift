@@ -58,7 +58,7 @@ extension EventLog {
                 case .event(let event):
                     try projector.apply(event)
                 case .snapshot(let event, let state):
-                    projector = Projector(store: MemoryProjections(state))
+                    projector = Projector(store: try MemoryProjections(state))
                     try projector.apply(event)
                     if case .logCompacted(let compacted) = event.event { lastCompaction = compacted }
                 }
@@ -150,7 +150,7 @@ extension EventLog {
         if let snapshot = compaction?.snapshot, snapshot <= sequence,
             let event = try read({ try $0.record(snapshot) }), case .logCompacted(let compacted) = event.event
         {
-            projector = Projector(store: MemoryProjections(compacted.state))
+            projector = Projector(store: try MemoryProjections(compacted.state))
             try projector.apply(event)
             last = snapshot
             from = snapshot + 1

@@ -538,6 +538,6 @@ extension StoreReader {
 
     /// The user's counts, read together (R7.1).
     func counters(user: String) throws -> Counters {
-        try value(.counters, StoreKey.bytes(userPrefix: user)).map { try Counters.decode($0) } ?? Counters()
+        try value(.meta, MetaKey.counters(user)).map { try Counters.decode($0) } ?? Counters()
     }
 }

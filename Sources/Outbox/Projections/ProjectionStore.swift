@@ -31,12 +31,12 @@ extension ProjectionStore {
     mutating func removeEntry(_ id: WriteID) throws { try remove(.writes, StoreKey.bytes(id: id.rawValue)) }
 
     func counters(_ user: String) throws -> Counters {
-        try value(.counters, StoreKey.bytes(userPrefix: user)).map { try Counters.decode($0) } ?? Counters()
+        try value(.meta, MetaKey.counters(user)).map { try Counters.decode($0) } ?? Counters()
     }
 
     mutating func setCounters(_ counters: Counters, for user: String) throws {
-        let key = StoreKey.bytes(userPrefix: user)
-        if counters.isZero { try remove(.counters, key) } else { try set(.counters, key, counters.encode()) }
+        let key = MetaKey.counters(user)
+        if counters.isZero { try remove(.meta, key) } else { try set(.meta, key, counters.encode()) }
     }
 }
 
@@ -46,9 +46,9 @@ struct MemoryProjections: ProjectionStore {
 
     init() {}
 
-    /// The projections a snapshot holds.
-    init(_ state: ProjectionState) {
-        for entry in state.entries { set(entry.table, entry.key, entry.value) }
+    /// The projections a snapshot holds, in this build's layout.
+    init(_ state: ProjectionState) throws {
+        for entry in try state.current() { set(entry.table, entry.key, entry.value) }
     }
 
     func value(_ table: ProjectionTable, _ key: StoreKey) -> [UInt8]? { tables[table]?[key.bytes] }

@@ -1,7 +1,8 @@
 /// The databases the projections live in. Each is a fold of the log (R8.2); `log` itself is not one.
 package enum ProjectionTable: String, CaseIterable, Sendable {
     /// Log-wide facts: origin, next write id, the settled session, the layout version, the applied
-    /// sequence, the latest Retry-After deadline.
+    /// sequence, the latest Retry-After deadline; and each user's counts for the status (R7.1) under
+    /// `MetaKey.counters`, so a commit touches one database fewer.
     case meta
     /// The verdict table: write id → `WriteEntry`, for every write the queue holds (R3.1, R6.1).
     case writes
@@ -23,8 +24,6 @@ package enum ProjectionTable: String, CaseIterable, Sendable {
     case rows
     /// Dependency id, dependent id → empty: who waits on whom.
     case dependents
-    /// Per user: pending, rejected, blocked and answered counts, for the status (R7.1).
-    case counters
 }
 
 extension ProjectionTable {
@@ -40,7 +39,6 @@ extension ProjectionTable {
         case .history: return 6
         case .rows: return 7
         case .dependents: return 8
-        case .counters: return 9
         }
     }
 }
@@ -55,7 +53,21 @@ enum MetaKey {
     static let retryAfterUntil = Array("retryAfterUntil".utf8)
     /// The last compaction (`Compaction`), when the log has been compacted.
     static let compaction = Array("compaction".utf8)
+    /// What every user's counters key starts with.
+    static let countersPrefix = Array("counters:".utf8)
+
+    /// The key of `user`'s counters: `counters:`, then the user's name.
+    static func counters(_ user: String) -> [UInt8] { countersPrefix + Array(user.utf8) }
+
+    /// The user whose counters `key` holds; nil when it is not a counters key.
+    static func user(ofCounters key: [UInt8]) -> String? {
+        guard key.starts(with: countersPrefix) else { return nil }
+        return String(validating: key[countersPrefix.count...], as: UTF8.self)
+    }
 }
 
+/// The databases earlier layouts had and this one has not: a rebuild deletes them.
+let retiredProjectionDatabases = ["counters"]
+
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 10
+let projectionLayoutVersion: UInt64 = 11
