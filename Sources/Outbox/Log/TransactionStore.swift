@@ -73,7 +73,7 @@ final class TransactionStore: ProjectionStore {
             guard key.count == 8 else { return try key.withBytes { try lmdbValue(table, $0) } }
             let id = WriteID(key.head)
             return try entry(id).map { $0.encode(id: id) }
-        case .meta where key.bytes.starts(with: MetaKey.countersPrefix):
+        case .meta where key.withBytes({ $0.starts(with: MetaKey.countersPrefix) }):
             guard let user = MetaKey.user(ofCounters: key.bytes) else { return try key.withBytes { try lmdbValue(table, $0) } }
             let found = try counters(user)
             return found.isZero ? nil : found.encode()
@@ -94,7 +94,7 @@ final class TransactionStore: ProjectionStore {
         case .writes:
             let id = WriteID(key.head)
             try setEntry(WriteEntry.decode(value, id: id), for: id)
-        case .meta where key.bytes.starts(with: MetaKey.countersPrefix):
+        case .meta where key.withBytes({ $0.starts(with: MetaKey.countersPrefix) }):
             guard let user = MetaKey.user(ofCounters: key.bytes) else { preconditionFailure("a counters key names a user") }
             try setCounters(Counters.decode(value), for: user)
         default:
@@ -105,7 +105,7 @@ final class TransactionStore: ProjectionStore {
     func remove(_ table: ProjectionTable, _ key: StoreKey) throws {
         switch table {
         case .writes: try removeEntry(WriteID(key.head))
-        case .meta where key.bytes.starts(with: MetaKey.countersPrefix):
+        case .meta where key.withBytes({ $0.starts(with: MetaKey.countersPrefix) }):
             guard let user = MetaKey.user(ofCounters: key.bytes) else { preconditionFailure("a counters key names a user") }
             try setCounters(Counters(), for: user)
         default:
