@@ -11,33 +11,21 @@ import Testing
 /// `outbox log --json` and `outbox history --json` printed for it. This build reads it as that one
 /// did, its counters included, and goes on writing to it (R8.2, R8.5).
 @Suite struct CompactedOlderLogTests {
-    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("Fixtures/layout10-compacted")
-
-    static func lines(_ name: String) throws -> [String] {
-        try String(contentsOf: fixture.appendingPathComponent(name), encoding: .utf8).split(separator: "\n").map(String.init)
-    }
-
-    static func copyFixture(to path: String) throws {
-        try FileManager.default.createDirectory(atPath: path + "/archive", withIntermediateDirectories: true)
-        for file in ["data.mdb", "archive/segment-000001.mdb"] {
-            try FileManager.default.copyItem(atPath: fixture.appendingPathComponent(file).path, toPath: path + "/" + file)
-        }
-    }
+    static let fixture = LogFixture("layout10-compacted")
 
     @Test func aCompactedLogOfTheEarlierLayoutReadsAsItDidAndGoesOn() async throws {
         try await TemporaryFolder.with { path in
-            try Self.copyFixture(to: path)
+            try Self.fixture.copy(["data.mdb", "archive/segment-000001.mdb"], to: path)
             let client = try await openClient(path, user: nil, transport: SimulatedInstance())
             var log: [String] = []
             try client.log.forEachEvent { recorded in
                 log.append(JSONText.render(recorded.json))
                 return true
             }
-            #expect(log == (try Self.lines("log.jsonl")))
+            #expect(log == (try Self.fixture.lines("log.jsonl")))
             for id in [3, 7, 9, 12] {
                 let history = try client.log.history(of: WriteID(UInt64(id))).map { JSONText.render($0.json) }
-                #expect(history == (try Self.lines("history-\(id).jsonl")), "write \(id)")
+                #expect(history == (try Self.fixture.lines("history-\(id).jsonl")), "write \(id)")
             }
             #expect(
                 try client.log.read { try $0.counters(user: "alice") }

@@ -10,12 +10,7 @@ import Testing
 /// every event and every write's history as that build did, verifies it, checks its decisions the
 /// same (R8.2, R8.4), and goes on writing to it in its own form.
 @Suite struct OlderLogTests {
-    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("Fixtures/layout9-demo")
-
-    static func lines(_ name: String) throws -> [String] {
-        try String(contentsOf: fixture.appendingPathComponent(name), encoding: .utf8).split(separator: "\n").map(String.init)
-    }
+    static let fixture = LogFixture("layout9-demo")
 
     /// An event as that build printed it: without what this build's reading adds (a failure's meaning
     /// and fields, answerReceived v4), which the older records imply.
@@ -31,19 +26,17 @@ import Testing
 
     @Test func aLogOfTheEarlierFormatReadsAsItDidAndGoesOn() async throws {
         try await TemporaryFolder.with { path in
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            try FileManager.default.copyItem(
-                atPath: Self.fixture.appendingPathComponent("data.mdb").path, toPath: path + "/data.mdb")
+            try Self.fixture.copy(["data.mdb"], to: path)
             let client = try await openClient(path, transport: SimulatedInstance())
             var log: [String] = []
             try client.log.forEachEvent { recorded in
                 log.append(Self.asPrinted(recorded.json))
                 return true
             }
-            #expect(log == (try Self.lines("log.jsonl")))
+            #expect(log == (try Self.fixture.lines("log.jsonl")))
             for id in 1...7 {
                 let history = try await client.history(of: WriteID(UInt64(id))).map { Self.asPrinted($0.json) }
-                #expect(history == (try Self.lines("history-\(id).jsonl")), "write \(id)")
+                #expect(history == (try Self.fixture.lines("history-\(id).jsonl")), "write \(id)")
             }
             #expect(try await client.verify().isOK)
             #expect(try client.log.checkDecisions().isSame)

@@ -55,3 +55,27 @@ func eventually(sourceLocation: SourceLocation = #_sourceLocation, _ condition: 
     }
     Issue.record("the condition did not hold after 100,000 yields", sourceLocation: sourceLocation)
 }
+
+/// A log kept under `Fixtures/`, written by an earlier build, with what that build printed of it.
+struct LogFixture {
+    let folder: URL
+
+    init(_ name: String) {
+        folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/\(name)")
+    }
+
+    /// The lines of one of the printed files.
+    func lines(_ name: String) throws -> [String] {
+        try String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8).split(separator: "\n").map(String.init)
+    }
+
+    /// Copies the log's `files` (paths inside the fixture) into the folder `path`.
+    func copy(_ files: [String], to path: String) throws {
+        for file in files {
+            let target = path + "/" + file
+            let parent = (target as NSString).deletingLastPathComponent
+            try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: folder.appendingPathComponent(file).path, toPath: target)
+        }
+    }
+}
