@@ -168,6 +168,10 @@ extension WritableTransaction where Self: ~Copyable {
         try key.withUnsafeBytes { try delete(db, key: $0) }
     }
 
+    /// The transaction's id: one more than the last committed write transaction's when it began, so a
+    /// write that follows its own last commit directly is that commit's id plus one.
+    public var transactionID: UInt64 { UInt64(mdb_txn_id(handle)) }
+
     /// Removes every entry of `db` (the database itself stays).
     public func clear(_ db: Database) throws {
         try check(mdb_drop(handle, db.dbi, 0), "mdb_drop(\(db.name))", path: path)

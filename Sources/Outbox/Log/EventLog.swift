@@ -160,7 +160,7 @@ package final class EventLog: Sendable {
             putRecord: { recorded in try access.put(log, recorded.sequence, recorded, options: .append) }
         )
         let result = try body(&appender)
-        let memory = store.releaseMemory()
+        let memory = store.releaseMemory(transaction: access.transactionID, appended: !appender.appended.isEmpty)
         storeMemory.withLock { $0 = memory }
         return result
     }

@@ -25,17 +25,25 @@ final class TransactionStore: ProjectionStore {
     private var entries: HeldTable<WriteID, WriteEntry>
     private var counters: HeldTable<String, Counters>
     private var heldCount = 0
+    /// Whether the store wrote anything to LMDB in this transaction.
+    private var hasWritten = false
     /// More than this many held entries are written out and forgotten (a rebuild of a large log).
     private static let limit = 4096
 
-    /// The held entries' tables, empty, kept from one transaction to the next (`EventLog` keeps the
-    /// last one's), so a transaction starts with the room the one before it made instead of growing
-    /// each table again (a commit of 100 verdicts would otherwise regrow each some 40 times). What is kept is
-    /// bounded by `limit`: no table holds more than that many entries before they are written out.
+    /// What one transaction hands the next (`EventLog` keeps the last one's): the held tables, empty,
+    /// so a transaction starts with the room the one before it made instead of growing each table
+    /// again (a commit of 100 verdicts would otherwise regrow each some 40 times); and the verdict
+    /// table's entries as that transaction committed them, decoded. The next transaction keeps them
+    /// only when it directly follows that commit (its id is the commit's plus one: no other writer, of
+    /// this process or another, committed in between, and the commit did not fail), so a batch planned
+    /// in one commit is decided on in the next without reading its entries again. What is kept is
+    /// bounded by `limit`.
     struct Memory: Sendable {
         fileprivate var held = Array(repeating: HeldTable<StoreKey, [UInt8]>(), count: ProjectionTable.allCases.count)
         fileprivate var entries = HeldTable<WriteID, WriteEntry>()
         fileprivate var counters = HeldTable<String, Counters>()
+        /// The last committed transaction whose entries `entries` holds.
+        fileprivate var entriesAsOf: UInt64?
         init() {}
     }
 
@@ -45,19 +53,26 @@ final class TransactionStore: ProjectionStore {
         held = memory.held
         entries = memory.entries
         counters = memory.counters
+        if memory.entriesAsOf.map({ $0 &+ 1 != access.transactionID }) ?? true { entries.removeAll() }
+        heldCount = entries.count
     }
 
-    /// The store's tables, emptied, for the next transaction's store; the store holds nothing after.
-    /// Called after `flush`, which has emptied them: emptying them again keeps a store released
-    /// without one from handing its entries to a transaction that never read them.
-    func releaseMemory() -> Memory {
+    /// The store's tables for the next transaction's store, emptied but the entries `flush` wrote,
+    /// which hold what this transaction commits; `transaction` is its id, and `appended` whether it
+    /// appended to the log. The store holds nothing after.
+    func releaseMemory(transaction: UInt64, appended: Bool) -> Memory {
         var memory = Memory()
         swap(&memory.held, &held)
         swap(&memory.entries, &entries)
         swap(&memory.counters, &counters)
         for index in memory.held.indices { memory.held[index].removeAll() }
-        memory.entries.removeAll()
+        // Entries not written out are not what the transaction commits.
+        if memory.entries.changed > 0 { memory.entries.removeAll() }
+        // A commit that wrote nothing leaves LMDB's last transaction as it was (the one this one
+        // read), and the next writer, of this process or another, then takes this one's id.
+        memory.entriesAsOf = hasWritten || appended ? transaction : transaction &- 1
         memory.counters.removeAll()
+        hasWritten = false
         heldCount = 0
         return memory
     }
@@ -149,18 +164,22 @@ final class TransactionStore: ProjectionStore {
 
     // MARK: - Writing
 
-    /// Writes every changed entry to LMDB, in key order, and forgets every held entry.
+    /// Writes every changed entry to LMDB, in key order, and forgets every held entry but the verdict
+    /// table's, which then hold what LMDB holds (for the next transaction, `releaseMemory`).
     func flush() throws {
-        for table in ProjectionTable.allCases { try write(table) }
+        for table in ProjectionTable.allCases { try write(table, keepingEntries: true) }
     }
 
     /// Writes the changed entries of `table` in key order, appending those past its last key, and
-    /// forgets the table's held entries (LMDB now holds what they say).
-    private func write(_ table: ProjectionTable) throws {
+    /// forgets the table's held entries (LMDB now holds what they say); with `keepingEntries`, the
+    /// verdict table's stay, up to half the limit.
+    private func write(_ table: ProjectionTable, keepingEntries: Bool = false) throws {
+        if changes(table) > 0 { hasWritten = true }
         switch table {
         case .writes:
-            heldCount -= entries.count
-            try entries.write(to: tables.entries, access)
+            let keeping = keepingEntries && entries.count <= Self.limit / 2
+            if !keeping { heldCount -= entries.count }
+            try entries.write(to: tables.entries, access, keepingSlots: keeping)
         case .meta:
             heldCount -= counters.count + held[table.index].count
             try counters.write(to: tables.counters, access)
@@ -171,18 +190,21 @@ final class TransactionStore: ProjectionStore {
         }
     }
 
+    /// How many of `table`'s held entries LMDB does not hold yet.
+    private func changes(_ table: ProjectionTable) -> Int {
+        switch table {
+        case .writes: entries.changed
+        case .meta: counters.changed + held[table.index].changed
+        default: held[table.index].changed
+        }
+    }
+
     /// Entries of `table` under `prefix`, from `start`, as LMDB holds them once its changes are written.
     func scan(
         _ table: ProjectionTable, _ prefix: [UInt8], _ start: [UInt8]?,
         _ body: (RawSpan, RawSpan) throws -> Bool
     ) throws {
-        let pending =
-            switch table {
-            case .writes: entries.changed
-            case .meta: counters.changed + held[table.index].changed
-            default: held[table.index].changed
-            }
-        if pending > 0 { try write(table) }
+        if changes(table) > 0 { try write(table) }
         try access.forEach(tables[table], prefix: prefix, from: start, body)
     }
 }
@@ -254,13 +276,19 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
         changed = 0
     }
 
+    /// Marks every slot as held by LMDB (after they were written), keeping them.
+    private mutating func markWritten() {
+        for position in slots.indices { slots[position].isWritten = true }
+        changed = 0
+    }
+
     /// Writes the changed slots in key order (new keys past the table's last with `MDB_APPEND`), each
     /// value encoded into its page, then forgets every slot. The slots are nearly in order already: the
     /// stable sort merges their runs.
     mutating func write<Keys: KeyCodec, Values: ValueCodec>(
-        to table: Table<Keys, Values>, _ access: WriteAccess
+        to table: Table<Keys, Values>, _ access: WriteAccess, keepingSlots: Bool = false
     ) throws where Keys.Key == K, Values.Value == Value {
-        defer { removeAll() }
+        defer { if keepingSlots { markWritten() } else { removeAll() } }
         guard changed > 0 else { return }
         var order: [Int] = []
         order.reserveCapacity(changed)

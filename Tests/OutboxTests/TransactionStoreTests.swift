@@ -1,0 +1,32 @@
+import OutboxLMDB
+import OutboxTesting
+import Testing
+
+@testable import Outbox
+
+/// The verdict table's entries one commit hands the next (R8.2: the projections are what the log's
+/// commits made them): kept only while no other writer has committed since.
+extension TransactionStoreTests {
+    @Test func entriesKeptFromACommitNeverHideAnotherWritersChange() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let id = try await client.enqueue(todo(1))
+            let log = client.log
+            let read = { try await log.append { appender in try appender.reader.entry(id) } }
+            let queued = try #require(try await read())
+            #expect(queued.state == .pending)
+            // Another writer (a second process, say) changes the entry in a commit of its own.
+            var changed = queued
+            changed.refusals = 7
+            try log.environment.write { txn in _ = try txn.put(log.tables.entries, id, changed) }
+            #expect(try await read()?.refusals == 7, "the next transaction reads what that commit made")
+            // A commit of the log's own, then one right after it: the kept entry is the committed one.
+            _ = try await log.append { appender in
+                _ = try appender.reader.entry(id)
+                try appender.append(.verdictRecorded(VerdictRecorded(writeId: id, passId: 1, state: .pending, refusals: 8)))
+            }
+            #expect(try await read()?.refusals == 8)
+            client.close()
+        }
+    }
+}
