@@ -11,6 +11,11 @@ public protocol ReadableTransaction: ~Copyable {
 }
 
 extension ReadableTransaction where Self: ~Copyable {
+    /// The transaction's id. A read transaction's is that of the last write transaction committed when
+    /// it began (the snapshot it reads); a write transaction's is one more, so a write that follows a
+    /// commit directly has that commit's id plus one.
+    public var transactionID: UInt64 { UInt64(mdb_txn_id(handle)) }
+
     /// Calls `body` with the value stored under `key`, or returns `nil` when there is none (`MDB_NOTFOUND`).
     public func withValue<R>(_ db: Database, key: UnsafeRawBufferPointer, _ body: (RawSpan) throws -> R) throws -> R? {
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
@@ -167,10 +172,6 @@ extension WritableTransaction where Self: ~Copyable {
     public func delete(_ db: Database, key: [UInt8]) throws -> Bool {
         try key.withUnsafeBytes { try delete(db, key: $0) }
     }
-
-    /// The transaction's id: one more than the last committed write transaction's when it began, so a
-    /// write that follows its own last commit directly is that commit's id plus one.
-    public var transactionID: UInt64 { UInt64(mdb_txn_id(handle)) }
 
     /// Removes every entry of `db` (the database itself stays).
     public func clear(_ db: Database) throws {

@@ -29,4 +29,29 @@ extension TransactionStoreTests {
             client.close()
         }
     }
+
+    @Test func entriesReadAheadAreKeptOnlyWhenNothingWasCommittedSince() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2)])
+            let log = client.log
+            let read = { (id: WriteID) in try await log.append { appender in try appender.reader.entry(id) } }
+            let second = try #require(try await read(ids[1]))
+            try log.readAhead { reader in
+                #expect(try reader.entry(ids[1])?.refusals == 0)
+                // Meanwhile another writer changes it, and the log commits something else after.
+                var changed = second
+                changed.refusals = 7
+                try log.environment.write { txn in _ = try txn.put(log.tables.entries, ids[1], changed) }
+                try log.transaction(sync: .standard) { appender in
+                    _ = try appender.reader.entry(ids[0])
+                    try appender.append(
+                        .verdictRecorded(VerdictRecorded(writeId: ids[0], passId: 1, state: .pending, refusals: 1)))
+                }
+            }
+            #expect(try await read(ids[1])?.refusals == 7, "what this snapshot read is not handed on")
+            #expect(try await read(ids[0])?.refusals == 1)
+            client.close()
+        }
+    }
 }

@@ -183,12 +183,27 @@ package final class EventLog: Sendable {
         }
     }
 
+    /// Runs `body` as `read` does; then offers the entries its reader decoded to the next write
+    /// transaction, which keeps them when nothing was committed since this snapshot: a pass plans its
+    /// next batch ahead, and the commit that plans it again reads none of its entries anew.
+    func readAhead<R>(_ body: (StoreReader) throws -> R) throws -> R {
+        try storageErrors(path: path) {
+            try environment.read { txn in
+                let access = txn.unsafeAccess
+                let memo = EntryMemo()
+                let result = try body(reader(access, memo: memo))
+                let snapshot = access.transactionID
+                storeMemory.withLock { $0?.adopt(memo.decoded, asOf: snapshot) }
+                return result
+            }
+        }
+    }
+
     /// A reader over a transaction's projections and log. The verdict table's entries are decoded where
     /// they lie and kept for the transaction (`EntryMemo`): a pass plans a batch and builds its requests
     /// in one snapshot, and reads each entry once.
-    private func reader(_ access: some ReadableTransaction) -> StoreReader {
+    private func reader(_ access: some ReadableTransaction, memo: EntryMemo = EntryMemo()) -> StoreReader {
         let tables = self.tables
-        let memo = EntryMemo()
         return StoreReader(
             value: { table, key in try access.get(tables[table], key: key) },
             scan: { table, prefix, start, visit in try access.forEach(tables[table], prefix: prefix, from: start, visit) },

@@ -9,6 +9,9 @@ final class EntryMemo {
     private var entries: [WriteID: WriteEntry?] = [:]
     private static let limit = 1024
 
+    /// Every entry decoded so far (nil: the write has none).
+    var decoded: [WriteID: WriteEntry?] { entries }
+
     func entry(_ id: WriteID, _ read: () throws -> WriteEntry?) rethrows -> WriteEntry? {
         if let known = entries[id] { return known }
         let found = try read()

@@ -28,7 +28,7 @@ final class TransactionStore: ProjectionStore {
     /// Whether the store wrote anything to LMDB in this transaction.
     private var hasWritten = false
     /// More than this many held entries are written out and forgotten (a rebuild of a large log).
-    private static let limit = 4096
+    fileprivate static let limit = 4096
 
     /// What one transaction hands the next (`EventLog` keeps the last one's): the held tables, empty,
     /// so a transaction starts with the room the one before it made instead of growing each table
@@ -45,6 +45,13 @@ final class TransactionStore: ProjectionStore {
         /// The last committed transaction whose entries `entries` holds.
         fileprivate var entriesAsOf: UInt64?
         init() {}
+
+        /// Adds entries a read transaction decoded, when it read the state these entries are of
+        /// (`snapshot` is its id) and the room allows.
+        mutating func adopt(_ decoded: [WriteID: WriteEntry?], asOf snapshot: UInt64) {
+            guard entriesAsOf == snapshot, entries.count + decoded.count <= TransactionStore.limit / 2 else { return }
+            for (id, entry) in decoded where entries.slot(id) == nil { _ = entries.keep(id, entry, isWritten: true) }
+        }
     }
 
     init(access: WriteAccess, tables: LogTables, memory: Memory = Memory()) {

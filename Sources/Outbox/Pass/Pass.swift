@@ -419,7 +419,7 @@ struct Pass: Sendable {
         var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
         planner.rejected = progress.rejected
         planner.inFlight = Set(sending?.writes.map(\.id) ?? [])
-        let planned = try log.read { reader in
+        let planned = try log.readAhead { reader in
             try planner.nextBatch(reader).map { batch in (batch, try outgoingWrites(of: batch, reader)) }
         }
         guard let (batch, built) = planned else { return Prepared() }
