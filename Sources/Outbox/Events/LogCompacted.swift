@@ -149,9 +149,7 @@ struct ProjectionState: Hashable, Sendable {
                 }
                 return (.meta, MetaKey.counters(user), entry.value)
             }
-            guard Int(entry.tableNumber) < ProjectionTable.allCases.count else {
-                throw DecodeFailure("a snapshot names projection \(entry.tableNumber)")
-            }
+            // `decode` took only the numbers of the state's layout.
             return (ProjectionTable.allCases[Int(entry.tableNumber)], entry.key, entry.value)
         }
     }

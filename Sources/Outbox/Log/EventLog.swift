@@ -185,7 +185,8 @@ package final class EventLog: Sendable {
 
     /// Runs `body` as `read` does; then offers the entries its reader decoded to the next write
     /// transaction, which keeps them when nothing was committed since this snapshot: a pass plans its
-    /// next batch ahead, and the commit that plans it again reads none of its entries anew.
+    /// next batch and reads its writes between commits, and the commit that plans it again reads none
+    /// of their entries anew.
     func readAhead<R>(_ body: (StoreReader) throws -> R) throws -> R {
         try storageErrors(path: path) {
             try environment.read { txn in

@@ -6,17 +6,15 @@ final class GroupWaiting {
 /// The verdict table's entries one read transaction has decoded (a snapshot's never change). Bounded:
 /// a scan of a long queue (the report's held counts) starts again past `limit` entries.
 final class EntryMemo {
-    private var entries: [WriteID: WriteEntry?] = [:]
+    /// Every entry decoded so far (nil: the write has none).
+    private(set) var decoded: [WriteID: WriteEntry?] = [:]
     private static let limit = 1024
 
-    /// Every entry decoded so far (nil: the write has none).
-    var decoded: [WriteID: WriteEntry?] { entries }
-
     func entry(_ id: WriteID, _ read: () throws -> WriteEntry?) rethrows -> WriteEntry? {
-        if let known = entries[id] { return known }
+        if let known = decoded[id] { return known }
         let found = try read()
-        if entries.count >= Self.limit { entries.removeAll(keepingCapacity: true) }
-        entries[id] = found
+        if decoded.count >= Self.limit { decoded.removeAll(keepingCapacity: true) }
+        decoded[id] = found
         return found
     }
 }

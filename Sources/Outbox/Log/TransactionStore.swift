@@ -90,15 +90,15 @@ final class TransactionStore: ProjectionStore {
     func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? { try value(table, StoreKey(key)) }
 
     func value(_ table: ProjectionTable, _ key: StoreKey) throws -> [UInt8]? {
+        if table == .meta, let user = countersUser(key) {
+            let found = try counters(user)
+            return found.isZero ? nil : found.encode()
+        }
         switch table {
         case .writes:
             guard key.count == 8 else { return try key.withBytes { try lmdbValue(table, $0) } }
             let id = WriteID(key.head)
             return try entry(id).map { $0.encode(id: id) }
-        case .meta where key.withBytes({ $0.starts(with: MetaKey.countersPrefix) }):
-            guard let user = MetaKey.user(ofCounters: key.bytes) else { return try key.withBytes { try lmdbValue(table, $0) } }
-            let found = try counters(user)
-            return found.isZero ? nil : found.encode()
         default:
             if let slot = held[table.index].slot(key) { return slot.value }
             let value = try key.withBytes { try lmdbValue(table, $0) }
@@ -107,29 +107,29 @@ final class TransactionStore: ProjectionStore {
         }
     }
 
+    /// The user whose counters a `meta` key names (`MetaKey.counters`), checked where the key lies; nil
+    /// for every other key, which `meta` holds as bytes.
+    private func countersUser(_ key: StoreKey) -> String? { key.withBytes { MetaKey.user(ofCounters: $0) } }
+
     private func lmdbValue(_ table: ProjectionTable, _ key: UnsafeRawBufferPointer) throws -> [UInt8]? {
         try access.withValue(tables[table], key: key) { $0.copiedBytes }
     }
 
     func set(_ table: ProjectionTable, _ key: StoreKey, _ value: [UInt8]) throws {
+        if table == .meta, let user = countersUser(key) { return try setCounters(Counters.decode(value), for: user) }
         switch table {
         case .writes:
             let id = WriteID(key.head)
             try setEntry(WriteEntry.decode(value, id: id), for: id)
-        case .meta where key.withBytes({ $0.starts(with: MetaKey.countersPrefix) }):
-            guard let user = MetaKey.user(ofCounters: key.bytes) else { preconditionFailure("a counters key names a user") }
-            try setCounters(Counters.decode(value), for: user)
         default:
             try keep { $0.held[table.index].keep(key, value, isWritten: false) }
         }
     }
 
     func remove(_ table: ProjectionTable, _ key: StoreKey) throws {
+        if table == .meta, let user = countersUser(key) { return try setCounters(Counters(), for: user) }
         switch table {
         case .writes: try removeEntry(WriteID(key.head))
-        case .meta where key.withBytes({ $0.starts(with: MetaKey.countersPrefix) }):
-            guard let user = MetaKey.user(ofCounters: key.bytes) else { preconditionFailure("a counters key names a user") }
-            try setCounters(Counters(), for: user)
         default:
             try keep { $0.held[table.index].keep(key, nil, isWritten: false) }
         }
@@ -231,9 +231,7 @@ extension WriteID: HeldTableKey {
 
 extension String: HeldTableKey {
     /// The order of the keys `MetaKey.counters` makes: a common prefix, then the UTF-8 bytes.
-    fileprivate static func precedes(_ a: String, _ b: String) -> Bool {
-        StoreKey.precedes(Array(a.utf8), Array(b.utf8))
-    }
+    fileprivate static func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
     fileprivate var digest: UInt64 { StableHash.of(self) }
 }
 

@@ -432,16 +432,18 @@ struct Pass: Sendable {
     private func prepare(_ lookup: Lookup) throws -> Prepared {
         switch lookup {
         case .part(let part): return prepare(part)
-        case .batch(let batch): return prepare(batch, try log.read { reader in try outgoingWrites(of: batch, reader) })
+        case .batch(let batch): return prepare(batch, try log.readAhead { reader in try outgoingWrites(of: batch, reader) })
         }
     }
 
+    /// How the rest of a batch splits into requests.
     private func prepare(_ part: Part) -> Prepared {
         var prepared = Prepared()
         prepared.sizes = requestSizes(of: part.writes)
         return prepared
     }
 
+    /// What the transport says of a batch's writes, as `outgoingWrites` read them.
     private func prepare(_ batch: Planner.Batch, _ built: [(WriteID, Prepared.Made?)]) -> Prepared {
         var prepared = Prepared()
         var outgoing: [OutgoingWrite] = []

@@ -60,9 +60,9 @@ enum MetaKey {
     static func counters(_ user: String) -> [UInt8] { countersPrefix + Array(user.utf8) }
 
     /// The user whose counters `key` holds; nil when it is not a counters key.
-    static func user(ofCounters key: [UInt8]) -> String? {
+    static func user(ofCounters key: UnsafeRawBufferPointer) -> String? {
         guard key.starts(with: countersPrefix) else { return nil }
-        return String(validating: key[countersPrefix.count...], as: UTF8.self)
+        return String(validating: key.dropFirst(countersPrefix.count), as: UTF8.self)
     }
 }
 
