@@ -74,6 +74,9 @@ public final class Environment: @unchecked Sendable {
     private let isClosed = Atomic<Bool>(false)
 
     private static let registry = Mutex<Set<String>>([])
+    /// Database handles beyond the names opened: room for a write to open the databases an earlier
+    /// layout had, to delete them.
+    private static let spareHandles = 4
 
     /// Opens (or, unless read-only, creates) the environment at `path` with the named databases.
     public init(path: String, databases names: [String], options: Options = Options()) throws(LMDBError) {
@@ -116,8 +119,8 @@ public final class Environment: @unchecked Sendable {
         if options.readOnly { flags |= UInt32(MDB_RDONLY) }
         if options.durability == .noSync { flags |= UInt32(MDB_NOSYNC) }
         if !location.isDirectory { flags |= UInt32(MDB_NOSUBDIR) }
-        // One handle more than the names: a write may open a database of an earlier layout to delete it.
-        rc = mdb_env_set_maxdbs(env, MDB_dbi(names.count + 1))
+        // Handles beyond the names: a write may open the databases of earlier layouts to delete them.
+        rc = mdb_env_set_maxdbs(env, MDB_dbi(names.count + Self.spareHandles))
         if rc == 0 { rc = mdb_env_set_mapsize(env, options.mapSize) }
         if rc != 0 { throw fail(LMDBError(.lmdb(rc, call: "mdb_env_set_mapsize"), path: location.path)) }
         if options.readOnly {
@@ -307,7 +310,7 @@ public final class Environment: @unchecked Sendable {
             isClosed.store(true, ordering: .sequentiallyConsistent)
             throw LMDBError(.lmdb(rc, call: "mdb_env_create"), path: path)
         }
-        rc = mdb_env_set_maxdbs(env, MDB_dbi(databases.count + 1))
+        rc = mdb_env_set_maxdbs(env, MDB_dbi(databases.count + Self.spareHandles))
         if rc == 0 { rc = mdb_env_set_mapsize(env, mapSizeNow.withLock { $0 }) }
         if rc == 0 { rc = mdb_env_open(env, path, openFlags, 0o600) }
         var txn: OpaquePointer?

@@ -160,7 +160,7 @@ import Testing
             _ = try await client.enqueue(todo(1))
             let environment = client.log.environment
             try environment.write { txn in
-                _ = try txn.put(environment.database("pending"), key: StoreKey.bytes(userPrefix: "alice") + [7], value: [])
+                _ = try txn.put(environment.database("behind"), key: StoreKey.bytes(userPrefix: "alice") + [7], value: [])
                 _ = try txn.put(environment.database("answered"), key: StoreKey.bytes(userPrefix: "alice") + [7], value: [])
             }
             await #expect(throws: OutboxError.damaged) { try await client.sync() }
@@ -175,12 +175,12 @@ import Testing
             let id = try await client.enqueue(todo(1))
             _ = try client.log.environment.write { txn in
                 try txn.put(
-                    client.log.environment.database("pending"), key: Array("mallory".utf8) + [0, 0, 0, 0, 0, 0, 0, 0, 9],
+                    client.log.environment.database("behind"), key: Array("mallory".utf8) + [0, 0, 0, 0, 0, 0, 0, 0, 9],
                     value: [])
             }
             let report = try await client.verify()
             #expect(!report.isOK)
-            #expect(report.description.contains("pending"))
+            #expect(report.description.contains("behind"))
             try await client.rebuild()
             #expect(try await client.verify().isOK)
             #expect(try await client.queue.all().map(\.id) == [id])
@@ -337,12 +337,12 @@ import Testing
                 try appender.append(queued(2, row: 2))
                 // A point read and a scan, before the commit: both see the two new writes.
                 #expect(try appender.reader.nextWriteID() == 3)
-                var pending: [UInt64] = []
-                try appender.reader.scan(.pending, StoreKey.bytes(userPrefix: "alice"), nil) { key, _ in
-                    pending.append(try StoreKey.trailingID(key).rawValue)
+                var queued: [UInt64] = []
+                try appender.reader.scan(.writes, [], nil) { key, _ in
+                    queued.append(try StoreKey.readBigEndian(key))
                     return true
                 }
-                #expect(pending == [1, 2])
+                #expect(queued == [1, 2])
                 // A change after the scan is seen too, and the row's slot reads through memory.
                 try appender.append(.verdictRecorded(VerdictRecorded(writeId: 1, passId: nil, state: .accepted, refusals: 0)))
                 #expect(try appender.reader.entry(1)?.state == .accepted)
@@ -350,7 +350,10 @@ import Testing
                 #expect(try appender.unsettledWrites(user: "alice", table: "todos", key: CanonicalJSON(["id": 2])) == [2])
             }
             // After the commit, LMDB holds it all: the counters, the lists, and a fold of the log agrees.
-            #expect(try log.read { try $0.counters(user: "alice") } == Counters(pending: 1, rejected: 0, blocked: 0, answered: 1))
+            // The mark moved past write 1 as it was answered (R4.2).
+            #expect(
+                try log.read { try $0.counters(user: "alice") }
+                    == Counters(pending: 1, rejected: 0, blocked: 0, answered: 1, behind: 0, sendFrom: 2))
             #expect(try log.verify().isOK)
             log.close()
         }

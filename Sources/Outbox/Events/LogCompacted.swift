@@ -131,10 +131,10 @@ struct ProjectionState: Hashable, Sendable {
     var layout: UInt64
     var entries: [Entry]
 
-    /// The layouts whose snapshots this build reads: 10 (the first to compact), and this one.
+    /// The layouts whose snapshots this build reads: 10 (the first to compact), 11, and this one.
     static let readableLayouts: ClosedRange<UInt64> = 10...projectionLayoutVersion
     /// Layout 10 numbered its tables as this one does, and had a tenth: each user's counters, under the
-    /// user's name and a NUL, which this layout keeps in `meta` (`MetaKey.counters`).
+    /// user's name and a NUL, which later layouts keep in `meta` (`MetaKey.counters`).
     private static let layout10Counters: UInt8 = 9
 
     /// The entries in this build's layout.
@@ -142,16 +142,65 @@ struct ProjectionState: Hashable, Sendable {
         guard Self.readableLayouts.contains(layout) else {
             throw DecodeFailure("a snapshot of layout \(layout), which this build does not read")
         }
-        return try entries.map { entry in
-            if layout == 10, entry.tableNumber == Self.layout10Counters {
+        // `decode` took only the numbers of the state's layout.
+        guard layout < 12 else { return entries.map { (ProjectionTable.allCases[Int($0.tableNumber)], $0.key, $0.value) } }
+        return try Self.fromLayout11(entries, layout10: layout == 10)
+    }
+
+    /// The entries of a snapshot of layout 11 (or 10, whose counters had their own table) in this
+    /// layout. Those layouts listed every pending write in table 2 and kept four counts a user; this
+    /// one lists in that table only the pending writes behind each user's mark, which the counters
+    /// keep: the mark is put where the fold would move it from the user's first pending write (to the
+    /// first that waits on nothing unsettled, listing those before it).
+    private static func fromLayout11(_ entries: [Entry], layout10: Bool) throws -> [(
+        table: ProjectionTable, key: [UInt8], value: [UInt8]
+    )] {
+        var result: [(table: ProjectionTable, key: [UInt8], value: [UInt8])] = []
+        var counts: [String: Counters] = [:]
+        var pending: [String: [WriteID]] = [:]
+        var stored: [WriteID: [UInt8]] = [:]
+        var nextWriteID: UInt64 = 1
+        for entry in entries {
+            if layout10, entry.tableNumber == layout10Counters {
                 guard let user = StoreKey.user(ofPrefix: entry.key) else {
                     throw DecodeFailure("a snapshot's counters are under a key that names no user")
                 }
-                return (.meta, MetaKey.counters(user), entry.value)
+                counts[user] = try Counters.decodeCounts(entry.value)
+                continue
             }
-            // `decode` took only the numbers of the state's layout.
-            return (ProjectionTable.allCases[Int(entry.tableNumber)], entry.key, entry.value)
+            let table = ProjectionTable.allCases[Int(entry.tableNumber)]
+            if table == .meta, let user = entry.key.withUnsafeBytes({ MetaKey.user(ofCounters: $0) }) {
+                counts[user] = try Counters.decodeCounts(entry.value)
+            } else if table == .behind {
+                guard let separator = entry.key.firstIndex(of: 0), entry.key.count == separator + 9,
+                    let user = StoreKey.user(ofPrefix: Array(entry.key[...separator]))
+                else { throw DecodeFailure("a snapshot's pending list has a key that names no write") }
+                pending[user, default: []].append(
+                    WriteID(entry.key.withUnsafeBytes { StoreKey.readBigEndian($0, at: separator + 1) }))
+            } else {
+                if table == .writes, entry.key.count == 8 {
+                    stored[WriteID(entry.key.withUnsafeBytes { StoreKey.readBigEndian($0) })] = entry.value
+                }
+                if table == .meta, entry.key == MetaKey.nextWriteId {
+                    nextWriteID = try MetaKey.readUInt64(entry.value, name: MetaKey.nextWriteId)
+                }
+                result.append((table, entry.key, entry.value))
+            }
         }
+        func entryOf(_ id: WriteID) throws -> WriteEntry? { try stored[id].map { try WriteEntry.decode($0, id: id) } }
+        for (user, var counters) in counts {
+            counters.sendFrom = nextWriteID
+            for id in (pending[user] ?? []).sorted() {
+                guard let entry = try entryOf(id), try WriteEntry.waits(entry, entryOf: entryOf) else {
+                    counters.sendFrom = id.rawValue
+                    break
+                }
+                result.append((.behind, StoreKey.bytes(user: user, id.rawValue), []))
+                counters.behind += 1
+            }
+            result.append((.meta, MetaKey.counters(user), counters.encode()))
+        }
+        return result
     }
 
     func encode(into writer: inout some ByteSink) {
@@ -165,7 +214,7 @@ struct ProjectionState: Hashable, Sendable {
 
     static func decode(from reader: inout ByteReader) throws -> ProjectionState {
         let layout = try reader.varint()
-        // Layout 10 had one table more than this one.
+        // Layout 10 had one table more than later ones.
         let tables = layout == 10 ? Int(layout10Counters) + 1 : ProjectionTable.allCases.count
         let entries = try reader.array { reader in
             let number = try reader.byte()

@@ -46,28 +46,15 @@ struct StoreReader {
         WriteEntry.isSettled(try entry(id))
     }
 
-    /// Pending but held (R2.2, R4.2): a write it depends on is not settled; in an atomic group (which
-    /// goes whole, R4.5), a member that would go with it depends on a write that is neither settled nor
-    /// going too. That is the group's answer, the same for each member: `groups` keeps it, so asking
-    /// for every member of a group of n reads the group once, not n times.
+    /// Pending but held (R2.2, R4.2): `WriteEntry.waits`. That is an atomic group's answer, the same
+    /// for each member: `groups` keeps it, so asking for every member of a group of n reads the group
+    /// once, not n times.
     func isWaiting(_ entry: WriteEntry, groups: GroupWaiting? = nil) throws -> Bool {
-        guard let group = entry.atomicGroup else { return try entry.dependencies.contains { try !isSettled($0) } }
-        if let known = groups?.waiting[group.first] { return known }
-        let waiting = try isGroupWaiting(group)
-        groups?.waiting[group.first] = waiting
+        guard let group = entry.atomicGroup, let groups else { return try WriteEntry.waits(entry, entryOf: self.entry) }
+        if let known = groups.waiting[group.first] { return known }
+        let waiting = try WriteEntry.waits(entry, entryOf: self.entry)
+        groups.waiting[group.first] = waiting
         return waiting
-    }
-
-    private func isGroupWaiting(_ group: WriteQueued.AtomicGroup) throws -> Bool {
-        var going: [WriteID: WriteEntry] = [:]
-        for offset in 0..<UInt64(group.count) {
-            let member = WriteID(group.first.rawValue + offset)
-            if let other = try self.entry(member), other.state.isSendable { going[member] = other }
-        }
-        for other in going.values {
-            if try other.dependencies.contains(where: { id in try going[id] == nil && !isSettled(id) }) { return true }
-        }
-        return false
     }
 
     /// The settled session: its user and whether the identity block is latched (R7.3).

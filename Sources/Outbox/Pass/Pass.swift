@@ -527,12 +527,12 @@ extension StoreReader {
         }
     }
 
-    /// How many writes of users other than `user` are pending: the pending list's keys, nothing decoded.
+    /// How many writes of users other than `user` are pending: their counters, nothing else decoded.
     func pendingCount(exceptUser user: String) throws -> Int {
-        let prefix = StoreKey.bytes(userPrefix: user)
         var count = 0
-        try scan(.pending, [], nil) { key, _ in
-            if !key.starts(with: prefix) { count += 1 }
+        try scan(.meta, MetaKey.countersPrefix, nil) { key, value in
+            let other = try key.withUnsafeBytes { MetaKey.user(ofCounters: $0) }
+            if other != user { count += try value.withUnsafeBytes { try Counters.decode($0) }.pending }
             return true
         }
         return count

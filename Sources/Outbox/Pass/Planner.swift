@@ -88,52 +88,94 @@ struct Planner {
     private func heldBehindHorizon(_ reader: StoreReader) throws -> WriteID? {
         guard let table else { return nil }
         var horizon: WriteID?
-        try reader.scan(.pending, StoreKey.bytes(userPrefix: user), nil) { key, _ in
-            let id = try StoreKey.trailingID(key)
-            guard let entry = try reader.entry(id), entry.table != table else { return true }
+        try forEachPending(reader, besides: []) { id, entry in
+            guard entry.state == .pending, entry.table != table else { return true }
             horizon = id
             return false
         }
         return horizon
     }
 
-    /// Every write of the user (and table) a pass may send, in id order: the pending list merged with
-    /// the refused writes of the rejected list.
+    /// Every write of the user (and table) a pass may send, in id order: the pending writes merged
+    /// with the refused writes of the rejected list.
     private func forEachCandidate(
         _ reader: StoreReader, skippingDone: Bool = true, _ body: (WriteID, WriteEntry) throws -> Bool
     ) throws {
-        let refused = try rejected ?? rejectedList(reader)
-        var next = refused.startIndex
-        var stopped = false
-        func visit(_ id: WriteID) throws -> Bool {
-            if skippingDone && (done.contains(id) || inFlight.contains(id)) { return true }
-            guard let entry = try reader.entry(id), entry.state.isSendable else { return true }
+        // Writes answered or in flight are passed over before their entries are read.
+        let skipped = skippingDone ? { (id: WriteID) in done.contains(id) || inFlight.contains(id) } : nil
+        try forEachPending(reader, besides: try rejected ?? rejectedList(reader), skipping: skipped) { id, entry in
+            guard entry.state.isSendable else { return true }
+            if let table, entry.table != table { return true }
+            return try body(id, entry)
+        }
+    }
+
+    /// The user's pending writes in id order, merged with the writes of `listed` (ids in order, each
+    /// the user's): those behind the mark (the `behind` table), then the user's entries from the mark
+    /// on (`Counters.sendFrom`), whose other users' writes and settled writes it steps over. Until
+    /// `body` returns false. Ids `skipping` names are passed over without reading their entries.
+    private func forEachPending(
+        _ reader: StoreReader, besides listed: [WriteID], skipping: ((WriteID) -> Bool)? = nil,
+        _ body: (WriteID, WriteEntry) throws -> Bool
+    ) throws {
+        var behind: [WriteID] = []
+        try reader.scan(.behind, StoreKey.bytes(userPrefix: user), nil) { key, _ in
+            behind.append(try StoreKey.trailingID(key))
+            return true
+        }
+        let others = merged(behind, listed)
+        var next = others.startIndex
+        func visitListed() throws -> Bool {
+            let id = others[next]
+            next += 1
+            if skipping?(id) == true { return true }
+            guard let entry = try reader.entry(id) else { return true }
             // A damaged list key could name another user's write: it must never go with this token (P7).
             guard entry.user == user else {
                 throw DecodeFailure("the queue of \(user) names write \(id), which belongs to another user")
             }
-            if let table, entry.table != table { return true }
             return try body(id, entry)
         }
-        try reader.scan(.pending, StoreKey.bytes(userPrefix: user), nil) { key, _ in
-            let id = try StoreKey.trailingID(key)
-            while next < refused.endIndex, refused[next] < id {
-                defer { next += 1 }
-                if try !visit(refused[next]) {
-                    stopped = true
-                    return false
-                }
+        let end = try reader.nextWriteID()
+        var id = max(try reader.counters(user: user).sendFrom, 1)
+        while id < end {
+            while next < others.endIndex, others[next].rawValue <= id {
+                let listed = others[next].rawValue == id
+                if try !visitListed() { return }
+                if listed { id += 1 }
             }
-            if try !visit(id) {
-                stopped = true
-                return false
+            guard id < end else { break }
+            if skipping?(WriteID(id)) != true, let entry = try reader.entry(WriteID(id)), entry.user == user,
+                entry.state == .pending
+            {
+                if try !body(WriteID(id), entry) { return }
             }
-            return true
+            id += 1
         }
-        while !stopped, next < refused.endIndex {
-            if try !visit(refused[next]) { return }
-            next += 1
+        while next < others.endIndex {
+            if try !visitListed() { return }
         }
+    }
+
+    /// Two id lists in order, merged in order, each id once.
+    private func merged(_ a: [WriteID], _ b: [WriteID]) -> [WriteID] {
+        guard !a.isEmpty else { return b }
+        guard !b.isEmpty else { return a }
+        var result: [WriteID] = []
+        result.reserveCapacity(a.count + b.count)
+        var i = a.startIndex
+        var j = b.startIndex
+        while i < a.endIndex || j < b.endIndex {
+            if j == b.endIndex || (i < a.endIndex && a[i] < b[j]) {
+                result.append(a[i])
+                i += 1
+            } else {
+                if i < a.endIndex, a[i] == b[j] { i += 1 }
+                result.append(b[j])
+                j += 1
+            }
+        }
+        return result
     }
 
     /// The user's rejected list, in id order.

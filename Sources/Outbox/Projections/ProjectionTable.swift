@@ -6,8 +6,12 @@ package enum ProjectionTable: String, CaseIterable, Sendable {
     case meta
     /// The verdict table: write id → `WriteEntry`, for every write the queue holds (R3.1, R6.1).
     case writes
-    /// Per user, the pending writes in id order (R2.2, R4.2): user NUL id → empty.
-    case pending
+    /// Per user, the pending writes below the user's mark, `Counters.sendFrom` (R2.2, R4.2): user NUL
+    /// id → empty. A pending write is a state of its entry, not a key: the planner reads the user's
+    /// entries from the mark, which moves past a write as it leaves the queue and past a pending write
+    /// that waits on one not going (listed here then, so the mark never stays at it while the writes
+    /// after it drain); a write released below the mark is listed here too.
+    case behind
     /// Per user, refused and dead writes (the rejected list, R3.5).
     case rejected
     /// Per user, blocked writes → the reason code.
@@ -32,7 +36,7 @@ extension ProjectionTable {
         switch self {
         case .meta: return 0
         case .writes: return 1
-        case .pending: return 2
+        case .behind: return 2
         case .rejected: return 3
         case .blocked: return 4
         case .answered: return 5
@@ -67,7 +71,7 @@ enum MetaKey {
 }
 
 /// The databases earlier layouts had and this one has not: a rebuild deletes them.
-let retiredProjectionDatabases = ["counters"]
+let retiredProjectionDatabases = ["counters", "pending"]
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 11
+let projectionLayoutVersion: UInt64 = 12

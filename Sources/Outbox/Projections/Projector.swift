@@ -15,7 +15,7 @@ struct Projector<Store: ProjectionStore> {
     mutating func apply(_ recorded: RecordedEvent) throws {
         // The history index lists every event naming a write but the `writeQueued` that queued it: the
         // verdict table keeps that sequence while the queue holds the write, and the index gets it when
-        // the write leaves (`remove`). A new write costs the log, its entry and its pending key (R8.3).
+        // the write leaves (`remove`). A new write costs the log, its entry and its row's slot (R8.3).
         if case .writeQueued(let queued) = recorded.event, try isNew(queued.id) {
             answerRun = nil
             return try queue(queued, at: recorded.sequence)
@@ -156,9 +156,10 @@ struct Projector<Store: ProjectionStore> {
     func entry(_ id: WriteID) throws -> WriteEntry? { try store.entry(id) }
 
     /// Ids are given once, in order (R2.1): a `writeQueued` below the next id repeats one and queues nothing.
-    private func isNew(_ id: WriteID) throws -> Bool {
-        id.rawValue
-            >= (try store.value(.meta, MetaKey.nextWriteId).map { try MetaKey.readUInt64($0, name: MetaKey.nextWriteId) } ?? 1)
+    private func isNew(_ id: WriteID) throws -> Bool { id.rawValue >= (try nextWriteID()) }
+
+    private func nextWriteID() throws -> UInt64 {
+        try store.value(.meta, MetaKey.nextWriteId).map { try MetaKey.readUInt64($0, name: MetaKey.nextWriteId) } ?? 1
     }
 
     private mutating func queue(_ queued: WriteQueued, at sequence: UInt64) throws {
@@ -168,8 +169,11 @@ struct Projector<Store: ProjectionStore> {
             state: .pending, refusals: 0, replayed: false, schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil,
             environmentalStreak: 0)
         try store.setEntry(entry, for: queued.id)
-        try store.set(.pending, StoreKey.user(entry.user, queued.id.rawValue), [])
-        try count(entry.user) { $0.pending += 1 }
+        var counters = try store.counters(entry.user)
+        // Nothing pending at or past the mark: the mark comes to this write, past every settled one.
+        if counters.pending == counters.behind { counters.sendFrom = queued.id.rawValue }
+        counters.pending += 1
+        try store.setCounters(counters, for: entry.user)
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
         let row = RowKey.of(user: queued.user, table: queued.table, key: queued.canonicalKey)
         try setRow(row, try unsettled(rowIDs(row), user: queued.user, table: queued.table) + [queued.id])
@@ -185,35 +189,72 @@ struct Projector<Store: ProjectionStore> {
         change(&entry)
         let after = entry.list
         let key = StoreKey.user(entry.user, id.rawValue)
-        if before != after {
-            try store.remove(before, key)
-            try count(entry.user) { counters in
-                counters[before] = max(0, counters[before] - 1)
-                counters[after] += 1
-            }
-        }
-        if before != after || after == .blocked { try store.set(after, key, listValue(entry.state)) }
         try store.setEntry(entry, for: id)
+        if before != after {
+            if let table = before.table { try store.remove(table, key) }
+            var counters = try store.counters(entry.user)
+            counters[before] = max(0, counters[before] - 1)
+            counters[after] += 1
+            if before == .pending { try leavePending(id, user: entry.user, &counters) }
+            if after == .pending, id.rawValue < counters.sendFrom {
+                // Released below the mark, which does not move back over the settled writes since.
+                try store.set(.behind, key, [])
+                counters.behind += 1
+            }
+            try store.setCounters(counters, for: entry.user)
+        }
+        if let table = after.table, before != after || after == .blocked { try store.set(table, key, listValue(entry.state)) }
     }
 
     private mutating func remove(_ id: WriteID) throws {
         guard let entry = try entry(id) else { return }
         try store.set(.history, StoreKey.pair(id.rawValue, entry.queuedSequence), [])
-        try store.remove(entry.list, StoreKey.user(entry.user, id.rawValue))
-        try count(entry.user) { $0[entry.list] = max(0, $0[entry.list] - 1) }
+        let list = entry.list
+        if let table = list.table { try store.remove(table, StoreKey.user(entry.user, id.rawValue)) }
         try store.removeEntry(id)
+        var counters = try store.counters(entry.user)
+        counters[list] = max(0, counters[list] - 1)
+        if list == .pending { try leavePending(id, user: entry.user, &counters) }
+        try store.setCounters(counters, for: entry.user)
+    }
+
+    /// A pending write of `user` leaves pending (its entry already says so): below the mark, it leaves
+    /// the `behind` table; at the mark, the mark moves on (R4.2).
+    private mutating func leavePending(_ id: WriteID, user: String, _ counters: inout Counters) throws {
+        if id.rawValue < counters.sendFrom {
+            try store.remove(.behind, StoreKey.user(user, id.rawValue))
+            counters.behind = max(0, counters.behind - 1)
+        } else if id.rawValue == counters.sendFrom {
+            try advanceMark(user, from: id.rawValue &+ 1, &counters)
+        }
+    }
+
+    /// Moves the user's mark from `start` to their next pending write that waits on nothing unsettled,
+    /// listing the waiting ones it passes in `behind`; past the last write queued when there is none.
+    /// The mark only moves forward, so over a log's life it passes each id once.
+    private mutating func advanceMark(_ user: String, from start: UInt64, _ counters: inout Counters) throws {
+        // The end is read only past a missing entry: on a drain the next write is the user's, pending.
+        var end: UInt64?
+        var id = start
+        while true {
+            if let entry = try entry(WriteID(id)) {
+                if entry.user == user, entry.state == .pending {
+                    guard try WriteEntry.waits(entry, entryOf: { try self.entry($0) }) else { break }
+                    try store.set(.behind, StoreKey.user(user, id), [])
+                    counters.behind += 1
+                }
+            } else {
+                if end == nil { end = try nextWriteID() }
+                if id >= end! { break }
+            }
+            id += 1
+        }
+        counters.sendFrom = id
     }
 
     private func listValue(_ state: WriteState) -> [UInt8] {
         if case .blocked(let reason, _) = state { return [reason.code] }
         return []
-    }
-
-    /// Changes the user's counters in one read and one write.
-    private mutating func count(_ user: String, _ change: (inout Counters) -> Void) throws {
-        var counters = try store.counters(user)
-        change(&counters)
-        try store.setCounters(counters, for: user)
     }
 
     private func rowIDs(_ row: [UInt8]) throws -> [WriteID] {

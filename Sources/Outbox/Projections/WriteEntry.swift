@@ -104,13 +104,45 @@ struct WriteEntry: Hashable, Sendable {
         entry.map { $0.state.isAnswered || $0.state.isRefusedForGood } ?? true
     }
 
+    /// Whether a pending write waits (R2.2, R4.2): a write it depends on is not settled; in an atomic
+    /// group (which goes whole, R4.5), a member that would go with it depends on a write that is
+    /// neither settled nor going too. `entryOf` reads an entry of the queue.
+    static func waits(_ entry: WriteEntry, entryOf: (WriteID) throws -> WriteEntry?) throws -> Bool {
+        guard let group = entry.atomicGroup else { return try entry.dependencies.contains { try !isSettled(entryOf($0)) } }
+        var going: [WriteID: WriteEntry] = [:]
+        for offset in 0..<UInt64(group.count) {
+            let member = WriteID(group.first.rawValue + offset)
+            if let other = try entryOf(member), other.state.isSendable { going[member] = other }
+        }
+        for other in going.values {
+            if try other.dependencies.contains(where: { id in try going[id] == nil && !isSettled(entryOf(id)) }) { return true }
+        }
+        return false
+    }
+
     /// Which per-user list the state puts the write in.
-    var list: ProjectionTable {
+    var list: WriteList {
         switch state {
         case .pending: return .pending
         case .refused, .dead: return .rejected
         case .blocked: return .blocked
         case .accepted, .merged, .conflicted: return .answered
+        }
+    }
+}
+
+/// The per-user lists a write's state puts it in, each with its count in `Counters`.
+enum WriteList: Hashable, Sendable {
+    case pending, rejected, blocked, answered
+
+    /// The table keyed by user and id that lists its writes; pending writes have none (the planner
+    /// reads the entries from the user's mark, and the `behind` table lists those below it).
+    var table: ProjectionTable? {
+        switch self {
+        case .pending: return nil
+        case .rejected: return .rejected
+        case .blocked: return .blocked
+        case .answered: return .answered
         }
     }
 }

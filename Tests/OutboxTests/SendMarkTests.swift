@@ -1,0 +1,79 @@
+import OutboxTesting
+import Testing
+
+@testable import Outbox
+
+/// The pending writes are a state of their entries, read from each user's mark (`Counters.sendFrom`):
+/// the mark moves past a write as it leaves the queue and past a pending write that waits on one not
+/// going, which is listed behind it with any write released below it. Whatever the mark passes, the
+/// planner still sends in id order what may go (R2.2, R4.2), and a fold of the log gives the same
+/// mark (R8.2).
+@Suite struct SendMarkTests {
+    @Test func theMarkPassesAWriteThatWaitsAndThePassStillSendsItOnceItMayGo() async throws {
+        try await TemporaryFolder.with { path in
+            let instance = SimulatedInstance()
+            let client = try await openClient(path, transport: instance)
+            let parent = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
+            let child = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: [:], dependsOn: [parent]))
+            let others = try await client.enqueue(contentsOf: [todo(2), todo(3), todo(4)])
+            func counters() throws -> Counters { try client.log.read { try $0.counters(user: "alice") } }
+            #expect(try counters().sendFrom == parent.rawValue)
+
+            // The parent blocked: the child waits on it, so the mark goes past both to the next write.
+            try await client.record(parent, .blocked(.keySpent, refusal: nil))
+            #expect(
+                try counters()
+                    == Counters(pending: 4, rejected: 0, blocked: 1, answered: 0, behind: 1, sendFrom: others[0].rawValue))
+            #expect(try await client.verify().isOK)
+
+            let first = try await client.sync()
+            #expect(first.syncedCount == 3)
+            #expect(first.heldCount == 1, "the child, behind the mark, is still counted as held")
+            let end = others[2].rawValue + 1
+            #expect(try counters() == Counters(pending: 1, rejected: 0, blocked: 1, answered: 3, behind: 1, sendFrom: end))
+
+            // Released below the mark, the parent is listed behind it too, and both go in id order.
+            _ = try await client.queue.release(parent)
+            #expect(try counters().behind == 2)
+            #expect(try counters().sendFrom == end, "the mark never moves back over the writes settled since")
+            #expect(try await client.sync().syncedCount == 2)
+            #expect(try counters() == Counters(pending: 0, rejected: 0, blocked: 0, answered: 5, behind: 0, sendFrom: end))
+            #expect(try await client.queue.all().map(\.state).allSatisfy(\.isAnswered))
+            let applied = instance.applied.map(\.id)
+            #expect(applied.firstIndex(of: parent)! < applied.firstIndex(of: child)!, "the parent first (R2.2)")
+            #expect(try await client.verify().isOK)
+
+            // A write queued once nothing is pending brings the mark to it.
+            let next = try await client.enqueue(todo(5))
+            #expect(try counters().sendFrom == next.rawValue)
+            #expect(try await client.verify().isOK)
+        }
+    }
+
+    @Test func eachUserHasTheirOwnMarkAndAPassStepsOverTheOtherUsersWrites() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path, transport: SimulatedInstance())
+            let a1 = try await client.enqueue(todo(1))
+            try await client.settleSession(user: "bob", accessToken: nil)
+            let b2 = try await client.enqueue(todo(2))
+            try await client.settleSession(user: "alice", accessToken: nil)
+            let a3 = try await client.enqueue(todo(3))
+            func counters(_ user: String) throws -> Counters { try client.log.read { try $0.counters(user: user) } }
+            #expect(try counters("alice").sendFrom == a1.rawValue)
+            #expect(try counters("bob").sendFrom == b2.rawValue)
+
+            #expect(try await client.sync().syncedCount == 2)
+            #expect(try counters("alice").pending == 0)
+            #expect(
+                try counters("bob")
+                    == Counters(pending: 1, rejected: 0, blocked: 0, answered: 0, behind: 0, sendFrom: b2.rawValue))
+            #expect(try client.pendingCount(exceptUser: "alice") == 1)
+            #expect(try await client.queue.all().map(\.id) == [a1, a3])
+
+            try await client.settleSession(user: "bob", accessToken: nil)
+            #expect(try await client.sync().syncedCount == 1)
+            #expect(try counters("bob").sendFrom == a3.rawValue + 1)
+            #expect(try await client.verify().isOK)
+        }
+    }
+}
