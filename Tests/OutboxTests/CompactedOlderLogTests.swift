@@ -51,4 +51,48 @@ import Testing
             environment.close()
         }
     }
+
+    /// A compacted log of layout 11, whose snapshot lists every pending write in a `pending` table
+    /// and keeps four counts a user: made at c348ed7 by alice's list 1 (then blocked) and its todo 2,
+    /// which depends on it, todos 3 (accepted) and 4, 5; bob's 6–7; compacted; then alice's 8. Read
+    /// into this layout, alice's mark is at 4 with 2 listed behind it, since 2 waits on the blocked 1
+    /// (R4.2); the passes then send what may go, and 2 once 1 is released and goes before it (R2.2).
+    static let layout11 = LogFixture("layout11-compacted")
+
+    @Test func aCompactedLogOfLayout11PutsEachMarkWhereTheFoldWouldAndSendsInOrder() async throws {
+        try await TemporaryFolder.with { path in
+            try Self.layout11.copy(["data.mdb", "archive/segment-000001.mdb"], to: path)
+            let client = try await openClient(path, user: nil, transport: SimulatedInstance())
+            var log: [String] = []
+            try client.log.forEachEvent { recorded in
+                log.append(JSONText.render(recorded.json))
+                return true
+            }
+            #expect(log == (try Self.layout11.lines("log.jsonl")))
+            for id in [1, 2, 4] {
+                let history = try client.log.history(of: WriteID(UInt64(id))).map { JSONText.render($0.json) }
+                #expect(history == (try Self.layout11.lines("history-\(id).jsonl")), "write \(id)")
+            }
+            func counters(_ user: String) throws -> Counters { try client.log.read { try $0.counters(user: user) } }
+            #expect(try counters("alice") == Counters(pending: 4, rejected: 0, blocked: 1, answered: 1, behind: 1, sendFrom: 4))
+            #expect(try counters("bob") == Counters(pending: 2, rejected: 0, blocked: 0, answered: 0, behind: 0, sendFrom: 6))
+            #expect(try await client.verify().isOK)
+
+            try await client.settleSession(user: "alice", accessToken: nil)
+            let first = try await client.sync()
+            #expect(first.syncedCount == 3, "4, 5 and 8; 2 waits on the blocked 1")
+            #expect(first.heldCount == 1)
+            #expect(try counters("alice") == Counters(pending: 1, rejected: 0, blocked: 1, answered: 4, behind: 1, sendFrom: 9))
+            _ = try await client.queue.release(1)
+            #expect(try await client.sync().syncedCount == 2)
+            #expect(try counters("alice") == Counters(pending: 0, rejected: 0, blocked: 0, answered: 6, behind: 0, sendFrom: 9))
+            try await client.rebuild()
+            #expect(try counters("bob") == Counters(pending: 2, rejected: 0, blocked: 0, answered: 0, behind: 0, sendFrom: 6))
+            #expect(try await client.verify().isOK)
+            client.close()
+            let environment = try Environment(path: path, databases: EventLog.databaseNames)
+            #expect(try !environment.write { txn in try txn.deleteDatabase(named: "pending") })
+            environment.close()
+        }
+    }
 }
