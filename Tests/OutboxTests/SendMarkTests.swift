@@ -1,4 +1,6 @@
+import OutboxLMDB
 import OutboxTesting
+import Synchronization
 import Testing
 
 @testable import Outbox
@@ -74,6 +76,66 @@ import Testing
             #expect(try await client.sync().syncedCount == 1)
             #expect(try counters("bob").sendFrom == a3.rawValue + 1)
             #expect(try await client.verify().isOK)
+        }
+    }
+}
+
+/// A batch is planned once, ahead, while the request before it is in flight, and carried into the
+/// commit that records that request's answer when nothing it read has changed since (R4.1, R4.2).
+@Suite struct CarriedPlanTests {
+    @Test func aWriteQueuedWhileARequestIsInFlightStillJoinsTheNextBatch() async throws {
+        try await TemporaryFolder.with { path in
+            let instance = SimulatedInstance()
+            var configuration = testConfiguration()
+            configuration.batchSize = 2
+            let client = try await openClient(path, configuration: configuration, transport: instance)
+            _ = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
+            // While [1, 2] is in flight, and after the pass planned [3] ahead, write 4 is queued: the
+            // plan made ahead is not what the planner chooses now, so the commit plans again.
+            let queued = Mutex(false)
+            instance.onApply { applied, _ in
+                guard applied.id == 2,
+                    queued.withLock({ done in
+                        defer { done = true }
+                        return !done
+                    })
+                else { return }
+                try! client.log.transaction(sync: .standard) { appender in
+                    _ = try QueueOperations.enqueue(
+                        [todo(4)], user: "alice", atomic: false, random: SeededRandomSource(seed: 7), appender: &appender)
+                }
+            }
+            #expect(try await client.sync().syncedCount == 4)
+            #expect(instance.received.map(\.writes) == [[1, 2], [3, 4]])
+        }
+    }
+
+    @Test func aBatchPlannedAheadIsSentAsPlannedWhenNothingChanged() async throws {
+        try await TemporaryFolder.with { path in
+            let instance = SimulatedInstance()
+            var configuration = testConfiguration()
+            configuration.batchSize = 2
+            let client = try await openClient(path, configuration: configuration, transport: instance)
+            _ = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3), todo(4), todo(5)])
+            #expect(try await client.sync().syncedCount == 5)
+            #expect(instance.received.map(\.writes) == [[1, 2], [3, 4], [5]])
+            #expect(try await client.verify().isOK)
+        }
+    }
+
+    @Test func aBatchPlannedOnAnAnswerThatDidNotComeIsPlannedAgain() async throws {
+        try await TemporaryFolder.with { path in
+            let instance = SimulatedInstance()
+            var configuration = testConfiguration()
+            configuration.batchSize = 2
+            let client = try await openClient(path, configuration: configuration, transport: instance)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2)])
+            // Planned ahead with [1, 2] counted as answered: [3, 4]; but 2 is refused, and 3 depends on it.
+            _ = try await client.enqueue(.insert(into: "todos", key: ["id": 3], body: [:], dependsOn: [ids[1]]))
+            _ = try await client.enqueue(todo(4))
+            instance.script([.verdict(.accepted), .verdict(.refused(Refusal(status: 422, code: "23514")))])
+            _ = try await client.sync()
+            #expect(instance.received.map(\.writes) == [[1, 2], [4]], "3 waits on the refused 2 (R2.2)")
         }
     }
 }

@@ -6,16 +6,19 @@ package struct Appender {
     let time: Timestamp
     /// Reads the projections and log as this transaction sees them.
     let reader: StoreReader
+    /// LMDB's id of this transaction: one more than the last commit's when it began.
+    let transactionID: UInt64
     private(set) var nextSequence: UInt64
     package private(set) var appended: [RecordedEvent] = []
     private var projector: Projector<TransactionStore>
     private let putRecord: (RecordedEvent) throws -> Void
 
     init(
-        time: Timestamp, nextSequence: UInt64, store: TransactionStore, reader: StoreReader,
+        time: Timestamp, nextSequence: UInt64, store: TransactionStore, reader: StoreReader, transactionID: UInt64,
         putRecord: @escaping (RecordedEvent) throws -> Void
     ) {
         self.time = time
+        self.transactionID = transactionID
         self.nextSequence = nextSequence
         self.projector = Projector(store: store)
         self.reader = reader

@@ -157,6 +157,7 @@ package final class EventLog: Sendable {
         let store = TransactionStore(access: access, tables: tables, memory: storeMemory.withLock { $0.take() } ?? .init())
         var appender = Appender(
             time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
+            transactionID: access.transactionID,
             putRecord: { recorded in try access.put(log, recorded.sequence, recorded, options: .append) }
         )
         let result = try body(&appender)
@@ -186,8 +187,9 @@ package final class EventLog: Sendable {
     /// Runs `body` as `read` does; then offers the entries its reader decoded to the next write
     /// transaction, which keeps them when nothing was committed since this snapshot: a pass plans its
     /// next batch and reads its writes between commits, and the commit that plans it again reads none
-    /// of their entries anew.
-    func readAhead<R>(_ body: (StoreReader) throws -> R) throws -> R {
+    /// of their entries anew. Returns the snapshot's transaction id with the result: the next write
+    /// transaction's id is one more when nothing was committed since.
+    func readAhead<R>(_ body: (StoreReader) throws -> R) throws -> (result: R, snapshot: UInt64) {
         try storageErrors(path: path) {
             try environment.read { txn in
                 let access = txn.unsafeAccess
@@ -195,7 +197,7 @@ package final class EventLog: Sendable {
                 let result = try body(reader(access, memo: memo))
                 let snapshot = access.transactionID
                 storeMemory.withLock { $0?.adopt(memo.decoded, asOf: snapshot) }
-                return result
+                return (result, snapshot)
             }
         }
     }

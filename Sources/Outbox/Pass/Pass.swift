@@ -103,6 +103,9 @@ struct Pass: Sendable {
         var group: (writes: [WriteID], unmade: String?)?
         /// How many leading writes of a batch's rest (its writes, in order) one request carries.
         var sizes: [[WriteID]: Int] = [:]
+        /// The batch planned ahead, on the snapshot `snapshot` (a read transaction's id), with the
+        /// request in flight then (`inFlight`, its writes) counted as answered (`Pass.carriedPlan`).
+        var plan: (batch: Planner.Batch, snapshot: UInt64, inFlight: [WriteID])?
     }
 
     func run() async throws -> SyncReport {
@@ -224,6 +227,8 @@ struct Pass: Sendable {
         _ prepared: Prepared
     ) throws -> Step {
         guard let passId = progress.passId else { return .ended }
+        // Whether this job is the transaction's first: nothing before it changed what the plan read.
+        let first = appender.appended.isEmpty
         let writes = request.writes.map(\.id)
         let answer = answer.bounded(writes: writes.count)
         try appender.append(.answerReceived(AnswerReceived(passId: passId, writes: writes, answer: answer)))
@@ -256,7 +261,23 @@ struct Pass: Sendable {
                 },
                 at: 0)
         }
-        return try next(&appender, &progress, prepared)
+        let plan = first ? try carriedPlan(prepared, answering: writes, decision, appender) : nil
+        return try next(&appender, &progress, prepared, plan: plan)
+    }
+
+    /// The batch planned ahead, when it is the batch the planner would choose now: it was planned on
+    /// the snapshot this transaction follows directly (no commit between, of this process or another,
+    /// and no job before this one in it), counting the request in flight as answered, and every write
+    /// of that request, now answered, was: nothing the plan read has changed but what it foresaw. A
+    /// batch is then planned once, not again in the commit that records the answer before it.
+    private func carriedPlan(
+        _ prepared: Prepared, answering writes: [WriteID], _ decision: Decider.Decision, _ appender: Appender
+    ) throws -> Planner.Batch? {
+        guard let plan = prepared.plan, plan.snapshot &+ 1 == appender.transactionID, plan.inFlight == writes,
+            case .goOn = decision.next
+        else { return nil }
+        for id in writes where try appender.reader.entry(id)?.state.isAnswered != true { return nil }
+        return plan.batch
     }
 
     /// Plans the next request and appends its `attemptStarted`: the rest of the batch being sent, or
@@ -264,7 +285,11 @@ struct Pass: Sendable {
     /// when nothing can be sent now, or when a write of the batch just sent failed alone (R4.4). The
     /// pass starts (`passStarted`) with its first request: a pass with nothing to send leaves no trace.
     /// Writes the transport was not asked about yet are left for `prepare`, between transactions.
-    private func next(_ appender: inout Appender, _ progress: inout Progress, _ prepared: Prepared) throws -> Step {
+    private func next(
+        _ appender: inout Appender, _ progress: inout Progress, _ prepared: Prepared, plan: Planner.Batch? = nil
+    ) throws -> Step {
+        // Carried only into the planning of a new batch, first thing.
+        var carried = progress.batch.isEmpty ? plan : nil
         while !shouldStop() {
             var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
             let done = progress.done
@@ -278,7 +303,9 @@ struct Pass: Sendable {
                 }
             }
             if progress.finishing != nil { break }
-            guard let batch = try planner.nextBatch(appender.reader) else { break }
+            let planned = try carried ?? planner.nextBatch(appender.reader)
+            carried = nil
+            guard let batch = planned else { break }
             // A batch goes once the transport was asked about every write of it.
             guard batch.writes.allSatisfy({ prepared.writes[$0] != nil }) else { return .prepare(.batch(batch)) }
             var (outgoing, unmade) = try requests(for: batch.writes, prepared, appender.reader)
@@ -419,11 +446,13 @@ struct Pass: Sendable {
         var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
         planner.rejected = progress.rejected
         planner.inFlight = Set(sending?.writes.map(\.id) ?? [])
-        let planned = try log.readAhead { reader in
+        let (planned, snapshot) = try log.readAhead { reader in
             try planner.nextBatch(reader).map { batch in (batch, try outgoingWrites(of: batch, reader)) }
         }
         guard let (batch, built) = planned else { return Prepared() }
-        return prepare(batch, built)
+        var prepared = prepare(batch, built)
+        prepared.plan = (batch, snapshot, sending?.writes.map(\.id) ?? [])
+        return prepared
     }
 
     /// Asks the transport about the writes of `lookup`, outside any transaction: what each write's
@@ -432,7 +461,8 @@ struct Pass: Sendable {
     private func prepare(_ lookup: Lookup) throws -> Prepared {
         switch lookup {
         case .part(let part): return prepare(part)
-        case .batch(let batch): return prepare(batch, try log.readAhead { reader in try outgoingWrites(of: batch, reader) })
+        case .batch(let batch):
+            return prepare(batch, try log.readAhead { reader in try outgoingWrites(of: batch, reader) }.result)
         }
     }
 

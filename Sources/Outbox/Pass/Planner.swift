@@ -13,7 +13,7 @@ struct Planner {
     /// settled for what depends on them (as they will be when applied).
     var inFlight: Set<WriteID> = []
 
-    struct Batch {
+    struct Batch: Sendable {
         var writes: [WriteID] = []
         var isAtomic = false
         /// What its writes follow (R2.2): the pass flushes before sending one after an answer it
