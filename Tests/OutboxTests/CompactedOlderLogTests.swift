@@ -16,18 +16,7 @@ import Testing
 
     @Test func aCompactedLogOfTheEarlierLayoutReadsAsItDidAndGoesOn() async throws {
         try await TemporaryFolder.with { path in
-            try Self.fixture.copy(["data.mdb", "archive/segment-000001.mdb"], to: path)
-            let client = try await openClient(path, user: nil, transport: SimulatedInstance())
-            var log: [String] = []
-            try client.log.forEachEvent { recorded in
-                log.append(JSONText.render(recorded.json))
-                return true
-            }
-            #expect(log == (try Self.fixture.lines("log.jsonl")))
-            for id in [3, 7, 9, 12] {
-                let history = try client.log.history(of: WriteID(UInt64(id))).map { JSONText.render($0.json) }
-                #expect(history == (try Self.fixture.lines("history-\(id).jsonl")), "write \(id)")
-            }
+            let client = try await Self.open(Self.fixture, at: path, histories: [3, 7, 9, 12])
             #expect(
                 try client.log.read { try $0.counters(user: "alice") }
                     == Counters(pending: 2, rejected: 0, blocked: 0, answered: 2, behind: 0, sendFrom: 9))
@@ -61,18 +50,7 @@ import Testing
 
     @Test func aCompactedLogOfLayout11PutsEachMarkWhereTheFoldWouldAndSendsInOrder() async throws {
         try await TemporaryFolder.with { path in
-            try Self.layout11.copy(["data.mdb", "archive/segment-000001.mdb"], to: path)
-            let client = try await openClient(path, user: nil, transport: SimulatedInstance())
-            var log: [String] = []
-            try client.log.forEachEvent { recorded in
-                log.append(JSONText.render(recorded.json))
-                return true
-            }
-            #expect(log == (try Self.layout11.lines("log.jsonl")))
-            for id in [1, 2, 4] {
-                let history = try client.log.history(of: WriteID(UInt64(id))).map { JSONText.render($0.json) }
-                #expect(history == (try Self.layout11.lines("history-\(id).jsonl")), "write \(id)")
-            }
+            let client = try await Self.open(Self.layout11, at: path, histories: [1, 2, 4])
             func counters(_ user: String) throws -> Counters { try client.log.read { try $0.counters(user: user) } }
             #expect(try counters("alice") == Counters(pending: 4, rejected: 0, blocked: 1, answered: 1, behind: 1, sendFrom: 4))
             #expect(try counters("bob") == Counters(pending: 2, rejected: 0, blocked: 0, answered: 0, behind: 0, sendFrom: 6))
@@ -94,5 +72,23 @@ import Testing
             #expect(try !environment.write { txn in try txn.deleteDatabase(named: "pending") })
             environment.close()
         }
+    }
+
+    /// Opens a copy of `fixture`'s log at `path` and checks that its log and the histories of the
+    /// writes `histories` read as the build that made it printed them.
+    static func open(_ fixture: LogFixture, at path: String, histories: [Int]) async throws -> OutboxClient {
+        try fixture.copy(["data.mdb", "archive/segment-000001.mdb"], to: path)
+        let client = try await openClient(path, user: nil, transport: SimulatedInstance())
+        var log: [String] = []
+        try client.log.forEachEvent { recorded in
+            log.append(JSONText.render(recorded.json))
+            return true
+        }
+        #expect(log == (try fixture.lines("log.jsonl")))
+        for id in histories {
+            let history = try client.log.history(of: WriteID(UInt64(id))).map { JSONText.render($0.json) }
+            #expect(history == (try fixture.lines("history-\(id).jsonl")), "write \(id)")
+        }
+        return client
     }
 }

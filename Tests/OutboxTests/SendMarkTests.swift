@@ -85,10 +85,7 @@ import Testing
 @Suite struct CarriedPlanTests {
     @Test func aWriteQueuedWhileARequestIsInFlightStillJoinsTheNextBatch() async throws {
         try await TemporaryFolder.with { path in
-            let instance = SimulatedInstance()
-            var configuration = testConfiguration()
-            configuration.batchSize = 2
-            let client = try await openClient(path, configuration: configuration, transport: instance)
+            let (client, instance) = try await Self.openInBatchesOfTwo(path)
             _ = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
             // While [1, 2] is in flight, and after the pass planned [3] ahead, write 4 is queued: the
             // plan made ahead is not what the planner chooses now, so the commit plans again.
@@ -112,10 +109,7 @@ import Testing
 
     @Test func aBatchPlannedAheadIsSentAsPlannedWhenNothingChanged() async throws {
         try await TemporaryFolder.with { path in
-            let instance = SimulatedInstance()
-            var configuration = testConfiguration()
-            configuration.batchSize = 2
-            let client = try await openClient(path, configuration: configuration, transport: instance)
+            let (client, instance) = try await Self.openInBatchesOfTwo(path)
             _ = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3), todo(4), todo(5)])
             #expect(try await client.sync().syncedCount == 5)
             #expect(instance.received.map(\.writes) == [[1, 2], [3, 4], [5]])
@@ -125,10 +119,7 @@ import Testing
 
     @Test func aBatchPlannedOnAnAnswerThatDidNotComeIsPlannedAgain() async throws {
         try await TemporaryFolder.with { path in
-            let instance = SimulatedInstance()
-            var configuration = testConfiguration()
-            configuration.batchSize = 2
-            let client = try await openClient(path, configuration: configuration, transport: instance)
+            let (client, instance) = try await Self.openInBatchesOfTwo(path)
             let ids = try await client.enqueue(contentsOf: [todo(1), todo(2)])
             // Planned ahead with [1, 2] counted as answered: [3, 4]; but 2 is refused, and 3 depends on it.
             _ = try await client.enqueue(.insert(into: "todos", key: ["id": 3], body: [:], dependsOn: [ids[1]]))
@@ -137,5 +128,13 @@ import Testing
             _ = try await client.sync()
             #expect(instance.received.map(\.writes) == [[1, 2], [4]], "3 waits on the refused 2 (R2.2)")
         }
+    }
+
+    /// A client sending batches of two to a simulated instance.
+    static func openInBatchesOfTwo(_ path: String) async throws -> (OutboxClient, SimulatedInstance) {
+        let instance = SimulatedInstance()
+        var configuration = testConfiguration()
+        configuration.batchSize = 2
+        return (try await openClient(path, configuration: configuration, transport: instance), instance)
     }
 }
