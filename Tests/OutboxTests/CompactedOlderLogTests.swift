@@ -19,7 +19,9 @@ import Testing
             let client = try await Self.open(Self.fixture, at: path, histories: [3, 7, 9, 12])
             #expect(
                 try client.log.read { try $0.counters(user: "alice") }
-                    == Counters(pending: 2, rejected: 0, blocked: 0, answered: 2, behind: 0, sendFrom: 9))
+                    == Counters(
+                        pending: 2, rejected: 0, blocked: 0, answered: 2, behind: 0, sendFrom: 9, answeredBehind: 0,
+                        answeredFrom: 7, answeredTo: 9))
             let bob = Counters(pending: 4, rejected: 0, blocked: 0, answered: 0, behind: 0, sendFrom: 11)
             #expect(try client.log.read { try $0.counters(user: "bob") } == bob)
             #expect(try await client.verify().isOK)
@@ -28,7 +30,9 @@ import Testing
             #expect(try await client.sync().syncedCount == 2)
             #expect(
                 try client.log.read { try $0.counters(user: "alice") }
-                    == Counters(pending: 0, rejected: 0, blocked: 0, answered: 4, behind: 0, sendFrom: 15))
+                    == Counters(
+                        pending: 0, rejected: 0, blocked: 0, answered: 4, behind: 0, sendFrom: 15, answeredBehind: 0,
+                        answeredFrom: 7, answeredTo: 11))
             try await client.rebuild()
             #expect(try client.log.read { try $0.counters(user: "bob") } == bob)
             #expect(try await client.verify().isOK)
@@ -52,7 +56,11 @@ import Testing
         try await TemporaryFolder.with { path in
             let client = try await Self.open(Self.layout11, at: path, histories: [1, 2, 4])
             func counters(_ user: String) throws -> Counters { try client.log.read { try $0.counters(user: user) } }
-            #expect(try counters("alice") == Counters(pending: 4, rejected: 0, blocked: 1, answered: 1, behind: 1, sendFrom: 4))
+            #expect(
+                try counters("alice")
+                    == Counters(
+                        pending: 4, rejected: 0, blocked: 1, answered: 1, behind: 1, sendFrom: 4, answeredBehind: 0,
+                        answeredFrom: 3, answeredTo: 4))
             #expect(try counters("bob") == Counters(pending: 2, rejected: 0, blocked: 0, answered: 0, behind: 0, sendFrom: 6))
             #expect(try await client.verify().isOK)
 
@@ -60,10 +68,20 @@ import Testing
             let first = try await client.sync()
             #expect(first.syncedCount == 3, "4, 5 and 8; 2 waits on the blocked 1")
             #expect(first.heldCount == 1)
-            #expect(try counters("alice") == Counters(pending: 1, rejected: 0, blocked: 1, answered: 4, behind: 1, sendFrom: 9))
+            #expect(
+                try counters("alice")
+                    == Counters(
+                        pending: 1, rejected: 0, blocked: 1, answered: 4, behind: 1, sendFrom: 9, answeredBehind: 0,
+                        answeredFrom: 3, answeredTo: 9))
             _ = try await client.queue.release(1)
             #expect(try await client.sync().syncedCount == 2)
-            #expect(try counters("alice") == Counters(pending: 0, rejected: 0, blocked: 0, answered: 6, behind: 0, sendFrom: 9))
+            // 1 and 2, answered below the answered mark, are listed apart (R6.1).
+            #expect(
+                try counters("alice")
+                    == Counters(
+                        pending: 0, rejected: 0, blocked: 0, answered: 6, behind: 0, sendFrom: 9, answeredBehind: 2,
+                        answeredFrom: 3, answeredTo: 9))
+            #expect(try await client.queue.takeAnswered().map(\.id) == [1, 2, 3, 4, 5, 8])
             try await client.rebuild()
             #expect(try counters("bob") == Counters(pending: 2, rejected: 0, blocked: 0, answered: 0, behind: 0, sendFrom: 6))
             #expect(try await client.verify().isOK)
@@ -71,6 +89,41 @@ import Testing
             let environment = try Environment(path: path, databases: EventLog.databaseNames)
             #expect(try !environment.write { txn in try txn.deleteDatabase(named: "pending") })
             environment.close()
+        }
+    }
+
+    /// A compacted log of layout 12, whose `answered` table lists every answered write: made at
+    /// 29a1788 by alice's list 1 (accepted) and its todo 2 (refused, so 1 is kept by a take), todos 3
+    /// and 4 (accepted and taken), 5 (accepted); bob's 6; compacted; then alice's 7. Read into this
+    /// layout, alice's answered mark is at 1, the first answered, and the takes read from it (R6.1).
+    static let layout12 = LogFixture("layout12-compacted")
+
+    @Test func aCompactedLogOfLayout12ReadsItsAnswersFromTheMark() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await Self.open(Self.layout12, at: path, histories: [1, 2, 5])
+            func counters(_ user: String) throws -> Counters { try client.log.read { try $0.counters(user: user) } }
+            var alice = Counters(
+                pending: 1, rejected: 1, blocked: 0, answered: 2, behind: 0, sendFrom: 7, answeredBehind: 0, answeredFrom: 1,
+                answeredTo: 6)
+            #expect(try counters("alice") == alice)
+            #expect(try counters("bob") == Counters(pending: 1, rejected: 0, blocked: 0, answered: 0, behind: 0, sendFrom: 6))
+            #expect(try await client.verify().isOK)
+
+            try await client.settleSession(user: "alice", accessToken: nil)
+            #expect(try await client.queue.takeAnswered().map(\.id) == [5], "1 stays while 2, which depends on it, waits")
+            alice.answered = 1
+            #expect(try counters("alice") == alice)
+            #expect(try await client.queue.discard(2))
+            #expect(try await client.queue.takeAnswered().map(\.id) == [1])
+            // The mark moves past the writes taken, to the end of those answered.
+            alice.answered = 0
+            alice.rejected = 0
+            alice.answeredFrom = 6
+            #expect(try counters("alice") == alice)
+            try await client.rebuild()
+            #expect(try counters("alice") == alice)
+            #expect(try await client.verify().isOK)
+            client.close()
         }
     }
 

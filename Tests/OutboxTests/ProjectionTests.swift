@@ -353,7 +353,9 @@ import Testing
             // The mark moved past write 1 as it was answered (R4.2).
             #expect(
                 try log.read { try $0.counters(user: "alice") }
-                    == Counters(pending: 1, rejected: 0, blocked: 0, answered: 1, behind: 0, sendFrom: 2))
+                    == Counters(
+                        pending: 1, rejected: 0, blocked: 0, answered: 1, behind: 0, sendFrom: 2, answeredBehind: 0,
+                        answeredFrom: 1, answeredTo: 2))
             #expect(try log.verify().isOK)
             log.close()
         }

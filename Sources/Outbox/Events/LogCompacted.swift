@@ -131,7 +131,7 @@ struct ProjectionState: Hashable, Sendable {
     var layout: UInt64
     var entries: [Entry]
 
-    /// The layouts whose snapshots this build reads: 10 (the first to compact), 11, and this one.
+    /// The layouts whose snapshots this build reads: 10 (the first to compact) to this one.
     static let readableLayouts: ClosedRange<UInt64> = 10...projectionLayoutVersion
     /// Layout 10 numbered its tables as this one does, and had a tenth: each user's counters, under the
     /// user's name and a NUL, which later layouts keep in `meta` (`MetaKey.counters`).
@@ -143,40 +143,42 @@ struct ProjectionState: Hashable, Sendable {
             throw DecodeFailure("a snapshot of layout \(layout), which this build does not read")
         }
         // `decode` took only the numbers of the state's layout.
-        guard layout < 12 else { return entries.map { (ProjectionTable.allCases[Int($0.tableNumber)], $0.key, $0.value) } }
-        return try Self.fromLayout11(entries, layout10: layout == 10)
+        guard layout < projectionLayoutVersion else {
+            return entries.map { (ProjectionTable.allCases[Int($0.tableNumber)], $0.key, $0.value) }
+        }
+        return try Self.fromOlder(entries, layout: layout)
     }
 
-    /// The entries of a snapshot of layout 11 (or 10, whose counters had their own table) in this
-    /// layout. Those layouts listed every pending write in table 2 and kept four counts a user; this
-    /// one lists in that table only the pending writes behind each user's mark, which the counters
-    /// keep: the mark is put where the fold would move it from the user's first pending write (to the
-    /// first that waits on nothing unsettled, listing those before it).
-    private static func fromLayout11(_ entries: [Entry], layout10: Bool) throws -> [(
+    /// The entries of a snapshot of an older layout in this one. Layouts 10 and 11 listed every
+    /// pending write in table 2 (`pending`), and kept four counts a user (layout 10 in a table of its
+    /// own); layout 12 listed there only the pending writes behind each user's send mark, which its
+    /// counters kept; all three listed every answered write in `answered`. This layout lists in those
+    /// tables only the writes below each user's marks, which the counters keep: the marks are put where
+    /// the fold would move them from the user's first pending write (to the first that waits on nothing
+    /// unsettled, listing those before it) and from their first answered write.
+    private static func fromOlder(_ entries: [Entry], layout: UInt64) throws -> [(
         table: ProjectionTable, key: [UInt8], value: [UInt8]
     )] {
         var result: [(table: ProjectionTable, key: [UInt8], value: [UInt8])] = []
         var counts: [String: Counters] = [:]
         var pending: [String: [WriteID]] = [:]
+        var answered: [String: [WriteID]] = [:]
         var stored: [WriteID: [UInt8]] = [:]
         var nextWriteID: UInt64 = 1
         for entry in entries {
-            if layout10, entry.tableNumber == layout10Counters {
+            if layout == 10, entry.tableNumber == layout10Counters {
                 guard let user = StoreKey.user(ofPrefix: entry.key) else {
                     throw DecodeFailure("a snapshot's counters are under a key that names no user")
                 }
-                counts[user] = try Counters.decodeCounts(entry.value)
+                counts[user] = try Counters.decode(entry.value, layout: layout)
                 continue
             }
             let table = ProjectionTable.allCases[Int(entry.tableNumber)]
             if table == .meta, let user = entry.key.withUnsafeBytes({ MetaKey.user(ofCounters: $0) }) {
-                counts[user] = try Counters.decodeCounts(entry.value)
-            } else if table == .behind {
-                guard let separator = entry.key.firstIndex(of: 0), entry.key.count == separator + 9,
-                    let user = StoreKey.user(ofPrefix: Array(entry.key[...separator]))
-                else { throw DecodeFailure("a snapshot's pending list has a key that names no write") }
-                pending[user, default: []].append(
-                    WriteID(entry.key.withUnsafeBytes { StoreKey.readBigEndian($0, at: separator + 1) }))
+                counts[user] = try Counters.decode(entry.value, layout: layout)
+            } else if (table == .behind && layout < 12) || table == .answered {
+                let (user, id) = try listKey(entry.key)
+                if table == .answered { answered[user, default: []].append(id) } else { pending[user, default: []].append(id) }
             } else {
                 if table == .writes, entry.key.count == 8 {
                     stored[WriteID(entry.key.withUnsafeBytes { StoreKey.readBigEndian($0) })] = entry.value
@@ -189,18 +191,32 @@ struct ProjectionState: Hashable, Sendable {
         }
         func entryOf(_ id: WriteID) throws -> WriteEntry? { try stored[id].map { try WriteEntry.decode($0, id: id) } }
         for (user, var counters) in counts {
-            counters.sendFrom = nextWriteID
-            for id in (pending[user] ?? []).sorted() {
-                guard let entry = try entryOf(id), try WriteEntry.waits(entry, entryOf: entryOf) else {
-                    counters.sendFrom = id.rawValue
-                    break
+            if layout < 12 {
+                counters.sendFrom = nextWriteID
+                for id in (pending[user] ?? []).sorted() {
+                    guard let entry = try entryOf(id), try WriteEntry.waits(entry, entryOf: entryOf) else {
+                        counters.sendFrom = id.rawValue
+                        break
+                    }
+                    result.append((.behind, StoreKey.bytes(user: user, id.rawValue), []))
+                    counters.behind += 1
                 }
-                result.append((.behind, StoreKey.bytes(user: user, id.rawValue), []))
-                counters.behind += 1
+            }
+            if let ids = answered[user]?.sorted(), let first = ids.first, let last = ids.last {
+                counters.answeredFrom = first.rawValue
+                counters.answeredTo = last.rawValue &+ 1
             }
             result.append((.meta, MetaKey.counters(user), counters.encode()))
         }
         return result
+    }
+
+    /// The user and id of a per-user list's key (`StoreKey.bytes(user:_:)`).
+    private static func listKey(_ key: [UInt8]) throws -> (String, WriteID) {
+        guard let separator = key.firstIndex(of: 0), key.count == separator + 9,
+            let user = StoreKey.user(ofPrefix: Array(key[...separator]))
+        else { throw DecodeFailure("a snapshot's list has a key that names no write") }
+        return (user, WriteID(key.withUnsafeBytes { StoreKey.readBigEndian($0, at: separator + 1) }))
     }
 
     func encode(into writer: inout some ByteSink) {

@@ -1,5 +1,5 @@
 /// The per-user counts the status shows (R7.1), kept in one record so they are read together, and the
-/// user's mark for the planner.
+/// user's marks: where the planner and `takeAnswered` start reading the user's entries.
 struct Counters: Hashable, Sendable {
     var pending = 0
     var rejected = 0
@@ -11,6 +11,13 @@ struct Counters: Hashable, Sendable {
     /// below it is in the `behind` table; at it, a pending write that waits on nothing unsettled, or
     /// nothing of the user's. Moves forward as the write at it leaves the queue.
     var sendFrom: UInt64 = 0
+    /// Of the answered writes, those in the `answered` table: below `answeredFrom`.
+    var answeredBehind = 0
+    /// Where the answered writes are read from (R6.1): every answered write of the user below it is in
+    /// the `answered` table. Moves forward as the write at it leaves the queue (taken, forgotten).
+    var answeredFrom: UInt64 = 0
+    /// One past the highest id of the user's answered so far: where that reading stops.
+    var answeredTo: UInt64 = 0
 
     subscript(list: WriteList) -> Int {
         get {
@@ -35,7 +42,7 @@ struct Counters: Hashable, Sendable {
     var isZero: Bool { pending == 0 && rejected == 0 && blocked == 0 && answered == 0 }
 
     func encode() -> [UInt8] {
-        var w = ByteWriter(capacity: 12)
+        var w = ByteWriter(capacity: 20)
         write(into: &w)
         return w.bytes
     }
@@ -47,6 +54,9 @@ struct Counters: Hashable, Sendable {
         w.varint(answered)
         w.varint(behind)
         w.varint(sendFrom)
+        w.varint(answeredBehind)
+        w.varint(answeredFrom)
+        w.varint(answeredTo)
     }
 
     static func decode(_ bytes: [UInt8]) throws -> Counters { try bytes.withUnsafeBytes { try decode($0) } }
@@ -55,19 +65,24 @@ struct Counters: Hashable, Sendable {
         var r = ByteReader(raw)
         let counters = Counters(
             pending: try r.int(), rejected: try r.int(), blocked: try r.int(), answered: try r.int(), behind: try r.int(),
-            sendFrom: try r.varint())
+            sendFrom: try r.varint(), answeredBehind: try r.int(), answeredFrom: try r.varint(), answeredTo: try r.varint())
         try r.expectEnd()
-        guard counters.behind <= counters.pending else {
-            throw DecodeFailure("a user's counters hold more writes behind the mark than pending")
+        guard counters.behind <= counters.pending, counters.answeredBehind <= counters.answered else {
+            throw DecodeFailure("a user's counters list more writes apart than they count")
         }
         return counters
     }
 
-    /// Counters as layouts 10 and 11 stored them: the four counts, no mark.
-    static func decodeCounts(_ bytes: [UInt8]) throws -> Counters {
+    /// Counters as an older layout stored them: the four counts (layouts 10 and 11), then the send
+    /// mark (layout 12); the marks not stored are zero.
+    static func decode(_ bytes: [UInt8], layout: UInt64) throws -> Counters {
         try bytes.withUnsafeBytes { raw in
             var r = ByteReader(raw)
-            let counters = Counters(pending: try r.int(), rejected: try r.int(), blocked: try r.int(), answered: try r.int())
+            var counters = Counters(pending: try r.int(), rejected: try r.int(), blocked: try r.int(), answered: try r.int())
+            if layout == 12 {
+                counters.behind = try r.int()
+                counters.sendFrom = try r.varint()
+            }
             try r.expectEnd()
             return counters
         }

@@ -16,7 +16,10 @@ package enum ProjectionTable: String, CaseIterable, Sendable {
     case rejected
     /// Per user, blocked writes → the reason code.
     case blocked
-    /// Per user, answered writes not yet taken or forgotten (R6.1).
+    /// Per user, the answered writes (not yet taken or forgotten, R6.1) below the user's answered mark,
+    /// `Counters.answeredFrom`: user NUL id → empty. The others are read from the entries, from the
+    /// mark to `Counters.answeredTo`; a write answered below the mark (a late answer) is listed here,
+    /// so the mark never moves back over the writes taken since.
     case answered
     /// Write id, sequence → the offsets (varints) of the later events indexed with it, usually none: the
     /// per-write history index (R8.3). A write's verdict on an answer is indexed with the answer. A
@@ -74,4 +77,4 @@ enum MetaKey {
 let retiredProjectionDatabases = ["counters", "pending"]
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 12
+let projectionLayoutVersion: UInt64 = 13

@@ -193,14 +193,8 @@ struct Projector<Store: ProjectionStore> {
         if before != after {
             if let table = before.table { try store.remove(table, key) }
             var counters = try store.counters(entry.user)
-            counters[before] = max(0, counters[before] - 1)
-            counters[after] += 1
-            if before == .pending { try leavePending(id, user: entry.user, &counters) }
-            if after == .pending, id.rawValue < counters.sendFrom {
-                // Released below the mark, which does not move back over the settled writes since.
-                try store.set(.behind, key, [])
-                counters.behind += 1
-            }
+            try leave(before, id, user: entry.user, &counters)
+            try enter(after, id, user: entry.user, &counters)
             try store.setCounters(counters, for: entry.user)
         }
         if let table = after.table, before != after || after == .blocked { try store.set(table, key, listValue(entry.state)) }
@@ -213,19 +207,61 @@ struct Projector<Store: ProjectionStore> {
         if let table = list.table { try store.remove(table, StoreKey.user(entry.user, id.rawValue)) }
         try store.removeEntry(id)
         var counters = try store.counters(entry.user)
-        counters[list] = max(0, counters[list] - 1)
-        if list == .pending { try leavePending(id, user: entry.user, &counters) }
+        try leave(list, id, user: entry.user, &counters)
         try store.setCounters(counters, for: entry.user)
     }
 
-    /// A pending write of `user` leaves pending (its entry already says so): below the mark, it leaves
-    /// the `behind` table; at the mark, the mark moves on (R4.2).
-    private mutating func leavePending(_ id: WriteID, user: String, _ counters: inout Counters) throws {
-        if id.rawValue < counters.sendFrom {
-            try store.remove(.behind, StoreKey.user(user, id.rawValue))
-            counters.behind = max(0, counters.behind - 1)
-        } else if id.rawValue == counters.sendFrom {
-            try advanceMark(user, from: id.rawValue &+ 1, &counters)
+    /// A write of `user` enters `list` (its entry already says so): counted, and for the lists read
+    /// from a mark, listed apart when it lies below the mark (R4.2, R6.1).
+    private mutating func enter(_ list: WriteList, _ id: WriteID, user: String, _ counters: inout Counters) throws {
+        switch list {
+        case .pending:
+            // Released below the mark, which does not move back over the settled writes since.
+            if id.rawValue < counters.sendFrom {
+                try store.set(.behind, StoreKey.user(user, id.rawValue), [])
+                counters.behind += 1
+            }
+        case .answered:
+            counters.answeredTo = max(counters.answeredTo, id.rawValue &+ 1)
+            if id.rawValue < counters.answeredFrom {
+                try store.set(.answered, StoreKey.user(user, id.rawValue), [])
+                counters.answeredBehind += 1
+            } else if counters.answered == counters.answeredBehind {
+                // None answered at or past the mark: it comes to this write, past every one taken.
+                counters.answeredFrom = id.rawValue
+            }
+        case .rejected, .blocked: break
+        }
+        counters[list] += 1
+    }
+
+    /// A write of `user` leaves `list` (its entry already says so): below a mark, it leaves the table
+    /// that lists it apart; at a mark, the mark moves on (R4.2, R6.1).
+    private mutating func leave(_ list: WriteList, _ id: WriteID, user: String, _ counters: inout Counters) throws {
+        counters[list] = max(0, counters[list] - 1)
+        switch list {
+        case .pending:
+            if id.rawValue < counters.sendFrom {
+                try store.remove(.behind, StoreKey.user(user, id.rawValue))
+                counters.behind = max(0, counters.behind - 1)
+            } else if id.rawValue == counters.sendFrom {
+                try advanceMark(user, from: id.rawValue &+ 1, &counters)
+            }
+        case .answered:
+            if id.rawValue < counters.answeredFrom {
+                try store.remove(.answered, StoreKey.user(user, id.rawValue))
+                counters.answeredBehind = max(0, counters.answeredBehind - 1)
+            } else if id.rawValue == counters.answeredFrom {
+                // To the user's next answered write, or to the end of those answered so far. It passes
+                // each id once: a write it passes that is answered later is listed apart.
+                var next = id.rawValue &+ 1
+                while next < counters.answeredTo {
+                    if let entry = try entry(WriteID(next)), entry.user == user, entry.state.isAnswered { break }
+                    next += 1
+                }
+                counters.answeredFrom = next
+            }
+        case .rejected, .blocked: break
         }
     }
 

@@ -135,14 +135,14 @@ struct WriteEntry: Hashable, Sendable {
 enum WriteList: Hashable, Sendable {
     case pending, rejected, blocked, answered
 
-    /// The table keyed by user and id that lists its writes; pending writes have none (the planner
-    /// reads the entries from the user's mark, and the `behind` table lists those below it).
+    /// The table keyed by user and id that lists every write of the list; pending and answered writes
+    /// have none: they are read from the entries, from the user's marks (`Counters`), and the tables
+    /// `behind` and `answered` list only those below the marks.
     var table: ProjectionTable? {
         switch self {
-        case .pending: return nil
+        case .pending, .answered: return nil
         case .rejected: return .rejected
         case .blocked: return .blocked
-        case .answered: return .answered
         }
     }
 }

@@ -48,25 +48,41 @@ enum QueueOperations {
     static func clearableAnswers(user: String, only ids: Set<WriteID>?, reader: StoreReader) throws -> [(WriteID, WriteEntry)] {
         var found: [(WriteID, WriteEntry)] = []
         if let ids {
-            // Named ids are looked up, in the list's order: the list may hold millions the app took none of.
-            for id in ids.sorted() where try reader.value(.answered, StoreKey.bytes(user: user, id.rawValue)) != nil {
-                if let entry = try reader.entry(id) { found.append((id, entry)) }
+            // Named ids are looked up, in order: the queue may hold millions the app took none of.
+            for id in ids.sorted() {
+                if let entry = try reader.entry(id), entry.user == user, entry.state.isAnswered { found.append((id, entry)) }
             }
         } else {
-            var failure: (any Error)?
-            try reader.scan(.answered, StoreKey.bytes(userPrefix: user), nil) { key, _ in
-                let id = try StoreKey.trailingID(key)
-                do {
-                    if let entry = try reader.entry(id) { found.append((id, entry)) }
-                } catch {
-                    failure = error
-                    return false
-                }
-                return true
-            }
-            if let failure { throw failure }
+            try forEachAnswered(user: user, reader: reader) { id, entry in found.append((id, entry)) }
         }
         return try found.filter { id, _ in try !hasWaitingDependents(id, reader: reader) }
+    }
+
+    /// The user's answered writes, in id order: those below the answered mark (the `answered` table),
+    /// then the entries from the mark to the last answered (`Counters`), which a cursor reads, so the
+    /// writes taken since cost nothing.
+    private static func forEachAnswered(user: String, reader: StoreReader, _ body: (WriteID, WriteEntry) throws -> Void) throws {
+        var listed: [WriteID] = []
+        try reader.scan(.answered, StoreKey.bytes(userPrefix: user), nil) { key, _ in
+            listed.append(try StoreKey.trailingID(key))
+            return true
+        }
+        for id in listed {
+            guard let entry = try reader.entry(id), entry.state.isAnswered else { continue }
+            // A damaged list key could name another user's write: never theirs to take (P7).
+            guard entry.user == user else {
+                throw DecodeFailure("the answered list of \(user) names write \(id), which belongs to another user")
+            }
+            try body(id, entry)
+        }
+        let counters = try reader.counters(user: user)
+        guard counters.answeredFrom < counters.answeredTo else { return }
+        try reader.scan(.writes, [], StoreKey.bytes(id: counters.answeredFrom)) { key, _ in
+            let id = WriteID(try StoreKey.readBigEndian(key))
+            guard id.rawValue < counters.answeredTo else { return false }
+            if let entry = try reader.entry(id), entry.user == user, entry.state.isAnswered { try body(id, entry) }
+            return true
+        }
     }
 
     /// Whether a write still in the queue and not answered depends on `id`.
