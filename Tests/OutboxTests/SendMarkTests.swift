@@ -62,6 +62,28 @@ import Testing
         }
     }
 
+    @Test func aWriteQueuedWaitingWhenNothingIsPendingIsListedBehindTheMark() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path, transport: SimulatedInstance())
+            let parent = try await client.enqueue(.insert(into: "lists", key: ["id": 1], body: [:]))
+            try await client.record(parent, .blocked(.keySpent, refusal: nil))
+            // Nothing is pending: the child, which waits on the blocked parent, does not hold the mark.
+            let child = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: [:], dependsOn: [parent]))
+            func counters() throws -> Counters { try client.log.read { try $0.counters(user: "alice") } }
+            #expect(try counters().behind == 1)
+            #expect(try counters().sendFrom == child.rawValue + 1)
+            let later = try await client.enqueue(contentsOf: [todo(2), todo(3)])
+            #expect(try counters().sendFrom == later[0].rawValue)
+            #expect(try await client.sync().syncedCount == 2)
+            #expect(try counters().sendFrom == later[1].rawValue + 1, "the mark went on past the drained writes")
+            _ = try await client.queue.release(parent)
+            #expect(try await client.sync().syncedCount == 2)
+            #expect(try counters().pending == 0)
+            #expect(try counters().behind == 0)
+            #expect(try await client.verify().isOK)
+        }
+    }
+
     @Test func eachUserHasTheirOwnMarkAndAPassStepsOverTheOtherUsersWrites() async throws {
         try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())

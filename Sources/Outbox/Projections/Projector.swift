@@ -170,8 +170,18 @@ struct Projector<Store: ProjectionStore> {
             environmentalStreak: 0)
         try store.setEntry(entry, for: queued.id)
         var counters = try store.counters(entry.user)
-        // Nothing pending at or past the mark: the mark comes to this write, past every settled one.
-        if counters.pending == counters.behind { counters.sendFrom = queued.id.rawValue }
+        // Nothing pending at or past the mark: the mark comes to this write, past every settled one,
+        // or past it too when it waits (it depends on a write that is blocked, say), which is then
+        // listed behind it, as `advanceMark` would.
+        if counters.pending == counters.behind {
+            if try WriteEntry.waits(entry, entryOf: { try self.entry($0) }) {
+                try store.set(.behind, StoreKey.user(entry.user, queued.id.rawValue), [])
+                counters.behind += 1
+                counters.sendFrom = queued.id.rawValue &+ 1
+            } else {
+                counters.sendFrom = queued.id.rawValue
+            }
+        }
         counters.pending += 1
         try store.setCounters(counters, for: entry.user)
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
