@@ -77,6 +77,16 @@ struct StoreReader {
         try value(.meta, MetaKey.nextWriteId).map { try MetaKey.readUInt64($0, name: MetaKey.nextWriteId) } ?? 1
     }
 
+    /// The ids a per-user list (`rejected`, `blocked`, `behind`, `answered`) holds for `user`, in order.
+    func listed(_ table: ProjectionTable, user: String) throws -> [WriteID] {
+        var ids: [WriteID] = []
+        try scan(table, StoreKey.bytes(userPrefix: user), nil) { key, _ in
+            ids.append(try StoreKey.trailingID(key))
+            return true
+        }
+        return ids
+    }
+
     /// The writes that name `id` among their dependencies.
     func dependents(of id: WriteID) throws -> [WriteID] {
         var result: [WriteID] = []

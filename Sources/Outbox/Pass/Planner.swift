@@ -118,12 +118,7 @@ struct Planner {
         _ reader: StoreReader, besides listed: [WriteID], skipping: ((WriteID) -> Bool)? = nil,
         _ body: (WriteID, WriteEntry) throws -> Bool
     ) throws {
-        var behind: [WriteID] = []
-        try reader.scan(.behind, StoreKey.bytes(userPrefix: user), nil) { key, _ in
-            behind.append(try StoreKey.trailingID(key))
-            return true
-        }
-        let others = merged(behind, listed)
+        let others = merged(try reader.listed(.behind, user: user), listed)
         var next = others.startIndex
         func visitListed() throws -> Bool {
             let id = others[next]
@@ -179,14 +174,7 @@ struct Planner {
     }
 
     /// The user's rejected list, in id order.
-    func rejectedList(_ reader: StoreReader) throws -> [WriteID] {
-        var refused: [WriteID] = []
-        try reader.scan(.rejected, StoreKey.bytes(userPrefix: user), nil) { key, _ in
-            refused.append(try StoreKey.trailingID(key))
-            return true
-        }
-        return refused
-    }
+    func rejectedList(_ reader: StoreReader) throws -> [WriteID] { try reader.listed(.rejected, user: user) }
 
     /// Every dependency is settled, or in `batch` (sent before it in the same request, R4.5).
     private func isReady(_ entry: WriteEntry, besides batch: Set<WriteID>, _ reader: StoreReader) throws -> Bool {

@@ -170,18 +170,9 @@ struct Projector<Store: ProjectionStore> {
             environmentalStreak: 0)
         try store.setEntry(entry, for: queued.id)
         var counters = try store.counters(entry.user)
-        // Nothing pending at or past the mark: the mark comes to this write, past every settled one,
-        // or past it too when it waits (it depends on a write that is blocked, say), which is then
-        // listed behind it, as `advanceMark` would.
-        if counters.pending == counters.behind {
-            if try WriteEntry.waits(entry, entryOf: { try self.entry($0) }) {
-                try store.set(.behind, StoreKey.user(entry.user, queued.id.rawValue), [])
-                counters.behind += 1
-                counters.sendFrom = queued.id.rawValue &+ 1
-            } else {
-                counters.sendFrom = queued.id.rawValue
-            }
-        }
+        // Nothing pending at or past the mark: the mark comes to this write, past every settled one
+        // (or just past it, listing it behind, when it waits on a blocked write, say).
+        if counters.pending == counters.behind { try advanceMark(entry.user, from: queued.id.rawValue, &counters) }
         counters.pending += 1
         try store.setCounters(counters, for: entry.user)
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).

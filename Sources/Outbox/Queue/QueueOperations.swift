@@ -62,12 +62,7 @@ enum QueueOperations {
     /// then the entries from the mark to the last answered (`Counters`), which a cursor reads, so the
     /// writes taken since cost nothing.
     private static func forEachAnswered(user: String, reader: StoreReader, _ body: (WriteID, WriteEntry) throws -> Void) throws {
-        var listed: [WriteID] = []
-        try reader.scan(.answered, StoreKey.bytes(userPrefix: user), nil) { key, _ in
-            listed.append(try StoreKey.trailingID(key))
-            return true
-        }
-        for id in listed {
+        for id in try reader.listed(.answered, user: user) {
             guard let entry = try reader.entry(id), entry.state.isAnswered else { continue }
             // A damaged list key could name another user's write: never theirs to take (P7).
             guard entry.user == user else {
