@@ -21,10 +21,16 @@ func peerBulk(_ rows: [(table: String, op: String, key: String, body: String)]) 
 /// 3. Bulk enqueue, 1000 per transaction, projections included: against raw LMDB, the layout floor and
 /// the peer, interleaved.
 enum BulkEnqueueCase: BenchmarkCase {
-    static func isSelected() -> Bool { selected("bulk-enqueue") }
+    /// `bulk-enqueue` runs both parts; `bulk-enqueue-integer` and `bulk-enqueue-keys` one each.
+    static func isSelected() -> Bool { selected("bulk-enqueue-integer") || selected("bulk-enqueue-keys") }
 
     static func run() throws {
         let all = writes(bulkSize)
+        if selected("bulk-enqueue-integer") { try againstBaselines(all) }
+        if selected("bulk-enqueue-keys") { try withUUIDKeys(all) }
+    }
+
+    private static func againstBaselines(_ all: [Write]) throws {
         let records = sampleRecords(bulkSize)
         let measured = try interleaved([
             MeasuredSide(
@@ -39,6 +45,9 @@ enum BulkEnqueueCase: BenchmarkCase {
             "3. bulk enqueue (1000/txn, projections included)", size: bulkSize, Array(measured.prefix(4)),
             baselines: ["raw LMDB append", "the layout floor (its puts, no engine code)", "SQLite peer, 1000/txn"])
         reportFloor("3. bulk enqueue, the chained layout's floor (decision 012)", size: bulkSize, measured[4], peer: measured[3])
+    }
+
+    private static func withUUIDKeys(_ all: [Write]) throws {
         // The same with UUID keys. Time-ordered ones (v7) keep their order in `rows` (decision 007); with
         // random ones (v4) each write's row slot (R2.2) lands on a random page of `rows`. Against integer keys.
         let v7 = writesWithUUIDKeys(bulkSize, timeOrdered: true)
