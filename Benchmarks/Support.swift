@@ -38,8 +38,9 @@ let options: Options = {
                   --runs N    timed runs per case after one warm-up (default 5)
                   --size N    the large cases' size (default 1,000,000; long-life 100,000)
                   FILTER      run only the cases whose name contains it: enqueue-durable, enqueue-concurrent,
-                              bulk-enqueue (bulk-enqueue-integer, bulk-enqueue-keys: its two parts), drain, rejected-backlog, rebuild, history, open, long-life,
-                              atomic-group, postgrest, contract, instance-storage; and, only when named, profile-none, profile-enqueue,
+                              bulk-enqueue (its two parts: bulk-enqueue-integer, bulk-enqueue-keys), drain,
+                              rejected-backlog, rebuild, history, open, long-life, atomic-group, postgrest,
+                              contract, instance-storage; and, only when named, profile-none, profile-enqueue,
                               profile-drain, profile-rebuild, profile-floor-none, profile-floor-enqueue,
                               profile-floor-drain, profile-floor-chained-enqueue, profile-floor-chained-drain
                               (instruction counts under callgrind), floors (the chained layout's floors
