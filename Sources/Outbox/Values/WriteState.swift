@@ -8,12 +8,15 @@ public enum WriteState: Hashable, Sendable {
     case merged(fields: [String])
     /// The instance kept its value; the losing one went to a sibling item.
     case conflicted(siblingId: String, fields: [String])
+    // The cases with a refusal are boxed: inline, a refusal (strings, an array, flags) would make every
+    // state, and every entry of the queue that holds one, as large as itself; the fold and the pass
+    // copy entries many times a write.
     /// The instance (or the library, `refusal.isFinal`) refused it.
-    case refused(Refusal)
+    indirect case refused(Refusal)
     /// Stopped until something outside the queue changes.
-    case blocked(BlockedReason, refusal: Refusal?)
+    indirect case blocked(BlockedReason, refusal: Refusal?)
     /// Refused `maxRefusals` times; never sent again unless released.
-    case dead(Refusal?)
+    indirect case dead(Refusal?)
 
     /// The state's word: pending, accepted, merged, conflicted, refused, blocked, dead.
     public var name: String {
