@@ -7,13 +7,13 @@ import OutboxProcess
 import OutboxTesting
 import Synchronization
 
-/// The SQLite peer's bulk enqueue: 1000 rows a transaction.
-func peerBulk(_ rows: [(table: String, op: String, key: String, body: String)]) -> MeasuredSide {
+/// The SQLite peer's bulk enqueue: `perTransaction` rows a transaction, one thread.
+func peerBulk(_ rows: [(table: String, op: String, key: String, body: String)], perTransaction: Int = 1000) -> MeasuredSide {
     peerSide { peer in
         var index = 0
         while index < rows.count {
-            peer.enqueue(Array(rows[index..<min(index + 1000, rows.count)]))
-            index += 1000
+            peer.enqueue(Array(rows[index..<min(index + perTransaction, rows.count)]))
+            index += perTransaction
         }
     }
 }

@@ -62,13 +62,7 @@ enum EnqueueConcurrentCase: BenchmarkCase {
             }
         }
         // The peer as an app that batches its own writes would use it: 16 rows a transaction, one thread.
-        let grouped = peerSide { peer in
-            var index = 0
-            while index < rows.count {
-                peer.enqueue(Array(rows[index..<min(index + 16, rows.count)]))
-                index += 16
-            }
-        }
+        let grouped = peerBulk(rows, perTransaction: 16)
         let measured = try interleaved([engine, peer, grouped])
         report(
             "2. durable enqueue, 16 concurrent tasks", size: size, measured,
