@@ -124,9 +124,9 @@ import Testing
         }
     }
 
-    // R8.3: a drained write's verdict is indexed with the answer it decides: the index holds one entry
-    // for the attempt and one for the answer, whose value is the verdict's offset. The history still
-    // lists every event, and a rebuild indexes the same bytes (R8.2).
+    // R8.3: a drained write's answer and verdict are indexed with the attempt they answer: the index
+    // holds one entry for the three, whose value is the answer's and the verdict's offsets from the
+    // attempt. The history still lists every event, and a rebuild indexes the same bytes (R8.2).
     @Test func aVerdictIsIndexedWithItsAnswer() async throws {
         try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
@@ -141,10 +141,11 @@ import Testing
                 }
                 return entries
             }
-            #expect(history.map(\.offsets) == [[], [1]])
+            try #require(history.map(\.offsets) == [[1, 2]])
             let events = try await client.history(of: ids[1])
             #expect(events.map(\.event.type) == [.writeQueued, .attemptStarted, .answerReceived, .verdictsRecorded])
-            #expect(events.dropFirst().map(\.sequence) == [history[0].sequence, history[1].sequence, history[1].sequence + 1])
+            #expect(
+                events.dropFirst().map(\.sequence) == [history[0].sequence, history[0].sequence + 1, history[0].sequence + 2])
             let incremental = try Self.projectionBytes(client.log)
             try client.log.rebuild()
             #expect(try Self.projectionBytes(client.log) == incremental)

@@ -142,8 +142,10 @@ struct ProjectionState: Hashable, Sendable {
         guard Self.readableLayouts.contains(layout) else {
             throw DecodeFailure("a snapshot of layout \(layout), which this build does not read")
         }
-        // `decode` took only the numbers of the state's layout.
-        guard layout < projectionLayoutVersion else {
+        // `decode` took only the numbers of the state's layout. Layout 13's tables are this one's: it
+        // indexed every attempt at once, where this one keeps the last aside until its answer, and
+        // such a snapshot has no attempt aside.
+        guard layout < 13 else {
             return entries.map { (ProjectionTable.allCases[Int($0.tableNumber)], $0.key, $0.value) }
         }
         return try Self.fromOlder(entries, layout: layout)

@@ -230,9 +230,13 @@ extension EventLog {
         return (removed, carried, keptCount)
     }
 
-    /// The writes the log keeps whole: those the queue holds, and those with an event from `horizon` on.
+    /// The writes the log keeps whole: those the queue holds, those with an event from `horizon` on,
+    /// and those of the attempt awaiting its answer (whose history index entries come with it).
     private func keptWrites(_ access: WriteAccess, from horizon: UInt64, to last: UInt64) throws -> Set<WriteID> {
         var kept = Set<WriteID>()
+        if let attempt = try access.get(tables[.meta], key: MetaKey.unansweredAttempt) {
+            kept.formUnion(try UnansweredAttempt.decode(attempt).writes)
+        }
         try access.forEach(tables[.writes], prefix: []) { key, _ in
             kept.insert(WriteID(try StoreKey.readBigEndian(key)))
             return true

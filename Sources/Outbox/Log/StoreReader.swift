@@ -97,14 +97,15 @@ struct StoreReader {
         return result
     }
 
-    /// The sequence numbers of the events that touched `id`, in order (R8.3): the history index, and
-    /// the write's `writeQueued` from its entry while the queue holds it.
+    /// The sequence numbers of the events that touched `id`, in order (R8.3): the history index, the
+    /// attempt awaiting its answer when it names the write, and the write's `writeQueued` from its entry
+    /// while the queue holds it.
     func historySequences(of id: WriteID) throws -> [UInt64] {
         var result: [UInt64] = []
         try scan(.history, StoreKey.bytes(id: id.rawValue), nil) { key, value in
             let sequence = try StoreKey.readBigEndian(key, at: 8)
             result.append(sequence)
-            // The events indexed with it: a verdict with its answer, as offsets from its sequence.
+            // The events indexed with it (an attempt's answer and verdict), as offsets from its sequence.
             guard value.byteCount > 0 else { return true }
             try value.withUnsafeBytes { bytes in
                 var offsets = ByteReader(bytes)
@@ -118,21 +119,28 @@ struct StoreReader {
             }
             return true
         }
-        if let queued = try entry(id)?.queuedSequence, !result.contains(queued) {
-            result.insert(queued, at: result.firstIndex { $0 > queued } ?? result.endIndex)
-        }
-        return result
+        if let attempt = try unansweredAttempt(), attempt.names(id) { result.append(attempt.sequence) }
+        if let queued = try entry(id)?.queuedSequence { result.append(queued) }
+        // An entry's offsets may pass the events of the write's next entries (a withdraw while its
+        // request was out comes between the attempt and its answer).
+        result.sort()
+        return zip(result.indices, result).compactMap { $0 > 0 && result[$0 - 1] == $1 ? nil : $1 }
     }
 
     /// Whether the history index holds any event of `id` (a pending write's index holds its attempts
-    /// and answers, not its `writeQueued`): one key read.
+    /// and answers, not its `writeQueued`), or the attempt awaiting its answer names it: one key read.
     func hasIndexedHistory(_ id: WriteID) throws -> Bool {
         var found = false
         try scan(.history, StoreKey.bytes(id: id.rawValue), nil) { _, _ in
             found = true
             return false
         }
-        return found
+        return try found || unansweredAttempt()?.names(id) == true
+    }
+
+    /// The last attempt while its answer is awaited (its writes' history index entries come with it).
+    func unansweredAttempt() throws -> UnansweredAttempt? {
+        try value(.meta, MetaKey.unansweredAttempt).map { try UnansweredAttempt.decode($0) }
     }
 
     /// The `writeQueued` event of a write, held in the queue or not.

@@ -77,4 +77,4 @@ enum MetaKey {
 let retiredProjectionDatabases = ["counters", "pending"]
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 13
+let projectionLayoutVersion: UInt64 = 14

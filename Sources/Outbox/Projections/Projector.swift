@@ -26,17 +26,24 @@ struct Projector<Store: ProjectionStore> {
 
     /// Notes `recorded` in the history index of each write it names.
     private mutating func index(_ recorded: RecordedEvent) throws {
-        // The verdicts on an answer follow it in the log, in the transaction that records it. A write's
-        // verdict there is indexed in the answer's entry for the write, (id, the answer's sequence), whose
-        // value lists the later sequences as varint offsets: a drained write costs the index one entry
-        // a request's attempt and one for its answer and verdicts, not one an event. The run is the
-        // log's own order, so a rebuild (one fold of the whole log) indexes exactly as the appends did.
+        // The verdicts on an answer follow it in the log, in the transaction that records it, and the
+        // attempt it answers is kept aside until then (`UnansweredAttempt`). A write's answer and its
+        // verdict there are indexed in the attempt's entry for the write, (id, the attempt's sequence),
+        // whose value lists the later sequences as varint offsets: a drained write costs the index one
+        // entry a request, not one an event. A write the answer names but the attempt does not has the
+        // answer's entry instead. The run is the log's own order, so a rebuild (one fold of the whole
+        // log) indexes exactly as the appends did.
         var run = answerRun
         answerRun = nil
         switch recorded.event {
+        case .attemptStarted(let attempt):
+            try indexUnansweredAttempt(answeredBy: nil)
+            let unanswered = UnansweredAttempt(sequence: recorded.sequence, writes: attempt.writeIDs)
+            return try store.set(.meta, MetaKey.unansweredAttempt, unanswered.encoded)
         case .answerReceived(let answer):
-            answerRun = AnswerRun(sequence: recorded.sequence, writes: answer.writes, last: recorded.sequence)
-            run = nil
+            let attempt = try indexUnansweredAttempt(answeredBy: answer.writes)
+            answerRun = AnswerRun(sequence: recorded.sequence, writes: answer.writes, attempt: attempt, last: recorded.sequence)
+            run = answerRun
         case .verdictRecorded, .verdictsRecorded:
             if run?.last == recorded.sequence &- 1 {
                 run?.last = recorded.sequence
@@ -51,16 +58,32 @@ struct Projector<Store: ProjectionStore> {
         // Once per write, though an event may name one twice; ids in ascending order (a batch's) cannot.
         let ascending = zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }
         for (position, id) in ids.enumerated() where ascending || position == 0 || !ids[..<position].contains(id) {
-            if let answered = run?.sequence, answerRun!.contains(id) {
-                let key = StoreKey.pair(id.rawValue, answered)
+            if run != nil, let base = answerRun!.entrySequence(of: id), base != recorded.sequence {
+                let key = StoreKey.pair(id.rawValue, base)
                 var offsets = ByteWriter(capacity: 4)
-                offsets.raw(try store.value(.history, key) ?? [])
-                offsets.varint(recorded.sequence - answered)
+                // The answer starts the attempt's entry: nothing wrote it while the attempt was aside.
+                if recorded.sequence != answerRun!.sequence { offsets.raw(try store.value(.history, key) ?? []) }
+                offsets.varint(recorded.sequence - base)
                 try store.set(.history, key, offsets.bytes)
             } else {
                 try store.set(.history, StoreKey.pair(id.rawValue, recorded.sequence), [])
             }
         }
+    }
+
+    /// Ends the attempt kept aside, if there is one: the history index gets an entry of its own for
+    /// each of its writes, but for those `answered` names (which the answer's run indexes). Returns it.
+    @discardableResult
+    private mutating func indexUnansweredAttempt(answeredBy answered: [WriteID]?) throws -> UnansweredAttempt? {
+        guard let bytes = try store.value(.meta, MetaKey.unansweredAttempt) else { return nil }
+        let attempt = try UnansweredAttempt.decode(bytes)
+        try store.remove(.meta, MetaKey.unansweredAttempt)
+        if let answered, answered == attempt.writes { return attempt }
+        let answer = answered.map { UnansweredAttempt(sequence: 0, writes: $0) }
+        for id in attempt.writes where answer?.names(id) != true {
+            try store.set(.history, StoreKey.pair(id.rawValue, attempt.sequence), [])
+        }
+        return attempt
     }
 
     /// Folds what `recorded` changes in the verdict table, the lists and meta.
@@ -340,18 +363,29 @@ extension MetaKey {
 private struct AnswerRun {
     let sequence: UInt64
     let writes: [WriteID]
+    /// The attempt it answers, kept aside until now.
+    let attempt: UnansweredAttempt?
     var last: UInt64
     /// Where the next write is looked for first: verdicts come in the answer's order.
     private var next = 0
 
-    init(sequence: UInt64, writes: [WriteID], last: UInt64) {
+    init(sequence: UInt64, writes: [WriteID], attempt: UnansweredAttempt?, last: UInt64) {
         self.sequence = sequence
         self.writes = writes
+        self.attempt = attempt
         self.last = last
     }
 
+    /// The sequence of the index entry that holds the run's events of `id`: the attempt's, when it
+    /// names the write, else the answer's; nil when the answer does not name the write.
+    mutating func entrySequence(of id: WriteID) -> UInt64? {
+        guard contains(id) else { return nil }
+        if let attempt, attempt.names(id) { return attempt.sequence }
+        return sequence
+    }
+
     /// Whether the answer names `id`.
-    mutating func contains(_ id: WriteID) -> Bool {
+    private mutating func contains(_ id: WriteID) -> Bool {
         if next < writes.count, writes[next] == id {
             next += 1
             return true
