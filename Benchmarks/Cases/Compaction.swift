@@ -49,7 +49,7 @@ enum CompactionCase: BenchmarkCase {
         let copy = path + "-copy.mdb"
         let copied = seconds {
             let data = FileManager.default.contents(atPath: path + "/data.mdb")!
-            FileManager.default.createFile(atPath: copy, contents: data)
+            _ = FileManager.default.createFile(atPath: copy, contents: data)
             let handle = FileHandle(forUpdatingAtPath: copy)!
             try? handle.synchronize()
             try? handle.close()

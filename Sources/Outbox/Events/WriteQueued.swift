@@ -76,7 +76,11 @@ public struct WriteQueued: EventPayload {
     }
 
     /// Every write this one must follow: `dependsOn` and `follows`, ascending, without repeats.
-    public var dependencies: [WriteID] { Array(Set(dependsOn + follows)).sorted() }
+    public var dependencies: [WriteID] {
+        if follows.isEmpty && dependsOn.count < 2 { return dependsOn }
+        let all = (dependsOn + follows).sorted()
+        return all.indices.filter { $0 == 0 || all[$0] != all[$0 - 1] }.map { all[$0] }
+    }
 
     func encode(into writer: inout some ByteSink) {
         writer.varint(id.rawValue)

@@ -50,7 +50,7 @@ final class TransactionStore: ProjectionStore {
         /// (`snapshot` is its id) and the room allows.
         mutating func adopt(_ decoded: [WriteID: WriteEntry?], asOf snapshot: UInt64) {
             guard entriesAsOf == snapshot, entries.count + decoded.count <= TransactionStore.limit / 2 else { return }
-            for (id, entry) in decoded where entries.slot(id) == nil { _ = entries.keep(id, entry, isWritten: true) }
+            for (id, entry) in decoded where !entries.holds(id) { _ = entries.keep(id, entry, isWritten: true) }
         }
     }
 
@@ -100,7 +100,7 @@ final class TransactionStore: ProjectionStore {
             let id = WriteID(key.head)
             return try entry(id).map { $0.encode(id: id) }
         default:
-            if let slot = held[table.index].slot(key) { return slot.value }
+            if let value = held[table.index].lookup(key) { return value }
             let value = try key.withBytes { try lmdbValue(table, $0) }
             try keep { $0.held[table.index].keep(key, value, isWritten: true) }
             return value
@@ -138,7 +138,7 @@ final class TransactionStore: ProjectionStore {
     // MARK: - Decoded
 
     func entry(_ id: WriteID) throws -> WriteEntry? {
-        if let slot = entries.slot(id) { return slot.value }
+        if let entry = entries.lookup(id) { return entry }
         let found = try access.get(tables.entries, id)
         try keep { $0.entries.keep(id, found, isWritten: true) }
         return found
@@ -153,7 +153,7 @@ final class TransactionStore: ProjectionStore {
     }
 
     func counters(_ user: String) throws -> Counters {
-        if let slot = counters.slot(user) { return slot.value ?? Counters() }
+        if let held = counters.lookup(user) { return held ?? Counters() }
         let found = try access.get(tables.counters, user)
         try keep { $0.counters.keep(user, found, isWritten: true) }
         return found ?? Counters()
@@ -249,33 +249,58 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
 
     private var index = HeldIndex()
     private var slots: [Slot] = []
+    /// The slot `keep` last held: the fold reads and then sets one user's counters for each verdict,
+    /// and a hit here spares hashing the user's name twice.
+    private var recent: Int?
     /// Slots whose value LMDB does not hold yet.
     private(set) var changed = 0
 
     var count: Int { slots.count }
 
-    func slot(_ key: K) -> Slot? { position(of: key, digest: key.digest).map { slots[$0] } }
-
-    private func position(of key: K, digest: UInt64) -> Int? {
-        index.find(digest) { slots[$0].key == key }
+    /// The value held under `key`: nil when the key is not held, `.some(nil)` when it is held as absent.
+    /// Mutating, though it changes only `recent`: the store calls it on a stored property of a class,
+    /// which a non-mutating call would copy whole (its slots and index retained and released) first.
+    mutating func lookup(_ key: K) -> Value?? {
+        guard let position = position(of: key) else { return nil }
+        recent = position
+        return slots[position].value
     }
+
+    func holds(_ key: K) -> Bool { position(of: key) != nil }
+
+    private func position(of key: K) -> Int? {
+        if let recent, slots[recent].key == key { return recent }
+        return position(of: key, digest: key.digest)
+    }
+
+    private func position(of key: K, digest: UInt64) -> Int? { index.find(digest) { slots[$0].key == key } }
 
     /// Holds `value` under `key`; returns whether the key was not held before.
     mutating func keep(_ key: K, _ value: Value?, isWritten: Bool) -> Bool {
-        let digest = key.digest
-        if let position = position(of: key, digest: digest) {
+        var digest: UInt64 = 0
+        let held: Int?
+        if let recent, slots[recent].key == key {
+            held = recent
+        } else {
+            digest = key.digest
+            held = position(of: key, digest: digest)
+        }
+        if let position = held {
             changed += (isWritten ? 0 : 1) - (slots[position].isWritten ? 0 : 1)
             slots[position].value = value
             slots[position].isWritten = isWritten
+            recent = position
             return false
         }
         slots.append(Slot(key: key, value: value, isWritten: isWritten))
         index.insert(digest, at: slots.count - 1) { slots[$0].key.digest }
         if !isWritten { changed += 1 }
+        recent = slots.count - 1
         return true
     }
 
     mutating func removeAll() {
+        recent = nil
         index.removeAll()
         slots.removeAll(keepingCapacity: true)
         changed = 0
@@ -303,12 +328,11 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
         let last = try access.withCursor(table.database) { cursor in try cursor.last { key, _ in key.copiedBytes } }
         var appending = last == nil
         for position in order {
-            let slot = slots[position]
-            try Keys.withStoredBytes(of: slot.key) { key in
+            try Keys.withStoredBytes(of: slots[position].key) { key in
                 if !appending, let last {
                     appending = last.withUnsafeBufferPointer { StoreKey.precedes($0, key.assumingMemoryBound(to: UInt8.self)) }
                 }
-                guard let value = slot.value else {
+                guard let value = slots[position].value else {
                     try access.delete(table.database, key: key)
                     return
                 }

@@ -539,8 +539,7 @@ struct Pass: Sendable {
         var write = OutgoingWrite(
             id: id, origin: origin, idempotencyKey: entry.idempotencyKey, table: queued.table, operation: queued.operation,
             key: queued.canonicalKey, body: queued.canonicalBody, baseVersion: queued.baseVersion,
-            dependsOn: queued.dependencies,
-            user: queued.user, createdAt: createdAt)
+            dependsOn: entry.dependencies, user: queued.user, createdAt: createdAt)
         // R9.3: a delete sent before may have been applied by then.
         if queued.operation == .delete { write.isResend = try reader.hasIndexedHistory(id) }
         return .write(write)
@@ -561,7 +560,7 @@ extension StoreReader {
     func pendingCount(exceptUser user: String) throws -> Int {
         var count = 0
         try scan(.meta, MetaKey.countersPrefix, nil) { key, value in
-            let other = try key.withUnsafeBytes { MetaKey.user(ofCounters: $0) }
+            let other = key.withUnsafeBytes { MetaKey.user(ofCounters: $0) }
             if other != user { count += try value.withUnsafeBytes { try Counters.decode($0) }.pending }
             return true
         }

@@ -207,10 +207,10 @@ struct Projector<Store: ProjectionStore> {
         try store.set(.meta, MetaKey.nextWriteId, StoreKey.bytes(id: queued.id.rawValue &+ 1))
     }
 
-    private mutating func update(_ id: WriteID, _ change: (inout WriteEntry) -> Void) throws {
+    private mutating func update(_ id: WriteID, _ change: (inout WriteEntry.Fields) -> Void) throws {
         guard var entry = try entry(id) else { return }
         let before = entry.list
-        change(&entry)
+        entry.update(change)
         let after = entry.list
         let key = StoreKey.user(entry.user, id.rawValue)
         try store.setEntry(entry, for: id)

@@ -1,22 +1,66 @@
 /// One row of the verdict table: a write's current state and what the pass needs to decide on it,
 /// without reading its `writeQueued` event (whose sequence it keeps, for the key and body).
+///
+/// The fields are boxed, copy on write: the plan, the decider, the fold and the marks read an entry
+/// from the transaction's write-back cache about fifteen times a drained write, and each read is a
+/// copy. Unboxed, a copy retains the strings, the dependencies and the state's payload one by one
+/// (some 140 instructions, and as many again to destroy it); boxed, it is one retain. A box never
+/// changes: `update` makes a new one, which the fold does once a verdict.
+@dynamicMemberLookup
 struct WriteEntry: Hashable, Sendable {
-    var queuedSequence: UInt64
-    var user: String
-    var table: String
-    /// `dependsOn` and `follows`, ascending.
-    var dependencies: [WriteID]
-    var atomicGroup: WriteQueued.AtomicGroup?
-    var idempotencyKey: IdempotencyKey
-    var state: WriteState
-    var refusals: Int
-    var replayed: Bool
-    /// Schema-cache failures counted (R4.3) and when the last one was.
-    var schemaRefusals: Int
-    var lastSchemaRefusalAt: Timestamp?
-    /// The last per-write failure that may pass (R4.4), and the streak of passes that met one.
-    var lastFailure: LastFailure?
-    var environmentalStreak: Int
+    struct Fields: Hashable, Sendable {
+        var queuedSequence: UInt64
+        var user: String
+        var table: String
+        /// `dependsOn` and `follows`, ascending.
+        var dependencies: [WriteID]
+        var atomicGroup: WriteQueued.AtomicGroup?
+        var idempotencyKey: IdempotencyKey
+        var state: WriteState
+        var refusals: Int
+        var replayed: Bool
+        /// Schema-cache failures counted (R4.3) and when the last one was.
+        var schemaRefusals: Int
+        var lastSchemaRefusalAt: Timestamp?
+        /// The last per-write failure that may pass (R4.4), and the streak of passes that met one.
+        var lastFailure: LastFailure?
+        var environmentalStreak: Int
+    }
+
+    private final class Box: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    init(_ fields: Fields) { box = Box(fields) }
+
+    init(
+        queuedSequence: UInt64, user: String, table: String, dependencies: [WriteID], atomicGroup: WriteQueued.AtomicGroup?,
+        idempotencyKey: IdempotencyKey, state: WriteState, refusals: Int, replayed: Bool, schemaRefusals: Int,
+        lastSchemaRefusalAt: Timestamp?, lastFailure: LastFailure?, environmentalStreak: Int
+    ) {
+        self.init(
+            Fields(
+                queuedSequence: queuedSequence, user: user, table: table, dependencies: dependencies, atomicGroup: atomicGroup,
+                idempotencyKey: idempotencyKey, state: state, refusals: refusals, replayed: replayed,
+                schemaRefusals: schemaRefusals, lastSchemaRefusalAt: lastSchemaRefusalAt, lastFailure: lastFailure,
+                environmentalStreak: environmentalStreak))
+    }
+
+    subscript<Value>(dynamicMember field: KeyPath<Fields, Value>) -> Value { box.fields[keyPath: field] }
+
+    /// Changes the entry's fields (a new box: the old one may be shared).
+    mutating func update(_ change: (inout Fields) throws -> Void) rethrows {
+        var fields = box.fields
+        try change(&fields)
+        box = Box(fields)
+    }
+
+    static func == (a: WriteEntry, b: WriteEntry) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(box.fields) }
 
     /// The stored entry of write `id`: its fields, then a CRC32C (little-endian) over `id`'s 8
     /// big-endian bytes and the fields, so a damaged entry, or one under another write's key, is
@@ -31,25 +75,7 @@ struct WriteEntry: Hashable, Sendable {
 
     /// The fields the checksum covers after the id.
     func writeFields(into w: inout some ByteSink) {
-        w.varint(queuedSequence)
-        w.string(user)
-        w.string(table)
-        w.ids(dependencies)
-        w.optional(atomicGroup) { w, group in
-            w.varint(group.first.rawValue)
-            w.varint(group.count)
-        }
-        idempotencyKey.encode(into: &w)
-        state.encode(into: &w)
-        w.varint(refusals)
-        w.bool(replayed)
-        w.varint(schemaRefusals)
-        w.optional(lastSchemaRefusalAt) { $0.signed($1.rawValue) }
-        w.optional(lastFailure) { w, failure in
-            w.optional(failure.status) { $0.varint($1) }
-            w.optional(failure.text) { $0.string($1) }
-        }
-        w.varint(environmentalStreak)
+        box.fields.writeFields(into: &w)
     }
 
     private static func checksum(id: WriteID, fields: UnsafeRawBufferPointer) -> UInt32 {
@@ -122,7 +148,7 @@ struct WriteEntry: Hashable, Sendable {
 
     /// Which per-user list the state puts the write in.
     var list: WriteList {
-        switch state {
+        switch self.state {
         case .pending: return .pending
         case .refused, .dead: return .rejected
         case .blocked: return .blocked
@@ -144,5 +170,29 @@ enum WriteList: Hashable, Sendable {
         case .rejected: return .rejected
         case .blocked: return .blocked
         }
+    }
+}
+
+extension WriteEntry.Fields {
+    fileprivate func writeFields(into w: inout some ByteSink) {
+        w.varint(queuedSequence)
+        w.string(user)
+        w.string(table)
+        w.ids(dependencies)
+        w.optional(atomicGroup) { w, group in
+            w.varint(group.first.rawValue)
+            w.varint(group.count)
+        }
+        idempotencyKey.encode(into: &w)
+        state.encode(into: &w)
+        w.varint(refusals)
+        w.bool(replayed)
+        w.varint(schemaRefusals)
+        w.optional(lastSchemaRefusalAt) { $0.signed($1.rawValue) }
+        w.optional(lastFailure) { w, failure in
+            w.optional(failure.status) { $0.varint($1) }
+            w.optional(failure.text) { $0.string($1) }
+        }
+        w.varint(environmentalStreak)
     }
 }
