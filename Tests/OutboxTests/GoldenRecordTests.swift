@@ -107,13 +107,16 @@ import Testing
         }
         let plain = DeciderTests.entry(7)
         var full = DeciderTests.entry(300, refusals: 3, group: WriteQueued.AtomicGroup(first: WriteID(299), count: 2))
-        full.dependencies = [WriteID(1), WriteID(200)]
-        full.state = .blocked(.failingAlone, refusal: Refusal(status: 409, code: "23505", reason: "duplicate", fields: ["id"]))
-        full.replayed = true
-        full.schemaRefusals = 2
-        full.lastSchemaRefusalAt = Timestamp(milliseconds: -5)
-        full.lastFailure = LastFailure(status: 502, text: "bad gateway é")
-        full.environmentalStreak = 4
+        full.update { full in
+            full.dependencies = [WriteID(1), WriteID(200)]
+            full.state = .blocked(
+                .failingAlone, refusal: Refusal(status: 409, code: "23505", reason: "duplicate", fields: ["id"]))
+            full.replayed = true
+            full.schemaRefusals = 2
+            full.lastSchemaRefusalAt = Timestamp(milliseconds: -5)
+            full.lastFailure = LastFailure(status: 502, text: "bad gateway é")
+            full.environmentalStreak = 4
+        }
         for (id, entry) in [(UInt64(7), plain), (300, full)] {
             let paged = try Self.encodeInPage(EntryCodec.self, entry, key: id)
             #expect(paged.bytes == entry.encode(id: WriteID(id)))

@@ -17,7 +17,7 @@ extension TransactionStoreTests {
             #expect(queued.state == .pending)
             // Another writer (a second process, say) changes the entry in a commit of its own.
             var changed = queued
-            changed.refusals = 7
+            changed.update { $0.refusals = 7 }
             try log.environment.write { txn in _ = try txn.put(log.tables.entries, id, changed) }
             #expect(try await read()?.refusals == 7, "the next transaction reads what that commit made")
             // A commit of the log's own, then one right after it: the kept entry is the committed one.
@@ -41,7 +41,7 @@ extension TransactionStoreTests {
                 #expect(try reader.entry(ids[1])?.refusals == 0)
                 // Meanwhile another writer changes it, and the log commits something else after.
                 var changed = second
-                changed.refusals = 7
+                changed.update { $0.refusals = 7 }
                 try log.environment.write { txn in _ = try txn.put(log.tables.entries, ids[1], changed) }
                 try log.transaction(sync: .standard) { appender in
                     _ = try appender.reader.entry(ids[0])

@@ -249,8 +249,8 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
 
     private var index = HeldIndex()
     private var slots: [Slot] = []
-    /// The slot `keep` last held: the fold reads and then sets one user's counters for each verdict,
-    /// and a hit here spares hashing the user's name twice.
+    /// The slot last looked up or held: the fold reads and then sets one user's counters for each
+    /// verdict, and a hit here spares hashing the user's name each time.
     private var recent: Int?
     /// Slots whose value LMDB does not hold yet.
     private(set) var changed = 0
@@ -270,22 +270,12 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
 
     private func position(of key: K) -> Int? {
         if let recent, slots[recent].key == key { return recent }
-        return position(of: key, digest: key.digest)
+        return index.find(key.digest) { slots[$0].key == key }
     }
-
-    private func position(of key: K, digest: UInt64) -> Int? { index.find(digest) { slots[$0].key == key } }
 
     /// Holds `value` under `key`; returns whether the key was not held before.
     mutating func keep(_ key: K, _ value: Value?, isWritten: Bool) -> Bool {
-        var digest: UInt64 = 0
-        let held: Int?
-        if let recent, slots[recent].key == key {
-            held = recent
-        } else {
-            digest = key.digest
-            held = position(of: key, digest: digest)
-        }
-        if let position = held {
+        if let position = position(of: key) {
             changed += (isWritten ? 0 : 1) - (slots[position].isWritten ? 0 : 1)
             slots[position].value = value
             slots[position].isWritten = isWritten
@@ -293,7 +283,7 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
             return false
         }
         slots.append(Slot(key: key, value: value, isWritten: isWritten))
-        index.insert(digest, at: slots.count - 1) { slots[$0].key.digest }
+        index.insert(key.digest, at: slots.count - 1) { slots[$0].key.digest }
         if !isWritten { changed += 1 }
         recent = slots.count - 1
         return true

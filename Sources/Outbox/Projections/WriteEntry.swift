@@ -1,7 +1,7 @@
 /// One row of the verdict table: a write's current state and what the pass needs to decide on it,
 /// without reading its `writeQueued` event (whose sequence it keeps, for the key and body).
 ///
-/// The fields are boxed, copy on write: the plan, the decider, the fold and the marks read an entry
+/// The fields are boxed: the plan, the decider, the fold and the marks read an entry
 /// from the transaction's write-back cache about fifteen times a drained write, and each read is a
 /// copy. Unboxed, a copy retains the strings, the dependencies and the state's payload one by one
 /// (some 140 instructions, and as many again to destroy it); boxed, it is one retain. A box never
