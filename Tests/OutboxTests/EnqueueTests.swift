@@ -85,6 +85,8 @@ import Testing
                 Write(table: "todos", operation: .delete, key: ["id": 1], body: ["x": 1]),
                 Write(table: "todos", operation: .custom(""), key: ["id": 1], body: [:]),
                 Write(table: "todos", operation: .insert, key: ["id": 1], body: ["x": .double(.nan)]),
+                Write(table: "todos", operation: .insert, key: ["id": 1], body: ["x": Self.nested(JSONText.maxDepth - 1)]),
+                Write(table: "todos", operation: .insert, key: ["id": Self.nested(JSONText.maxDepth)], body: [:]),
                 todo(2).dependingOn([0]),
                 todo(2).dependingOn([999]),
                 todo(2).dependingOn([bobs]),
@@ -97,6 +99,22 @@ import Testing
             #expect(try client.eventCount() == before)
             #expect(try await client.queue.all().map(\.id) == [first])
         }
+    }
+
+    // R2.4: whatever enqueue accepts reads back; the deepest nesting accepted is the deepest the log reads.
+    @Test func theDeepestAcceptedBodyReadsBack() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let deepest: JSONValue = ["x": Self.nested(JSONText.maxDepth - 2)]
+            let id = try await client.enqueue(Write(table: "todos", operation: .insert, key: ["id": 1], body: deepest))
+            #expect(try await client.queue.all().map(\.body) == [deepest])
+            #expect(try await client.history(of: id).count == 1)
+        }
+    }
+
+    /// An array nested `depth` levels deep.
+    private static func nested(_ depth: Int) -> JSONValue {
+        (0..<depth).reduce(JSONValue.int(1)) { inner, _ in .array([inner]) }
     }
 
     @Test func aWriteNeedsAUserUnlessConfiguredOtherwise() async throws {

@@ -244,6 +244,21 @@ final class RowTransport: OutboxTransport {
         }
     }
 
+    // R2.4, P7: a row the log could not read back is refused before anything is written.
+    @Test func aRowTooDeepToKeepChangesNothing() async throws {
+        try await TemporaryFolder.with { path in
+            let deep = (0..<JSONText.maxDepth).reduce(JSONValue.int(1)) { inner, _ in .array([inner]) }
+            let transport = RowTransport(rows: ["todos" + JSONText.render(["id": 1]): ["id": 1, "tags": deep]])
+            let client = try await openClient(path, transport: transport)
+            let id = try await client.enqueue(todo(1))
+            try await client.record(id, .blocked(.failingAlone, refusal: nil))
+            let before = try client.eventCount()
+            await #expect(throws: OutboxError.rowReadFailed) { try await client.queue.withdraw(id) }
+            #expect(try client.eventCount() == before)
+            #expect(try await client.queue.all().map(\.id) == [id])
+        }
+    }
+
     @Test func queueCallsActOnlyOnTheCurrentUsersWrites() async throws {
         try await TemporaryFolder.with { path in
             let client = try await openClient(path)

@@ -91,6 +91,9 @@ public struct Write: Hashable, Sendable {
             }
         }
         guard key.isFinite, body.isFinite else { throw OutboxError.invalid("a number in the key or body is not finite") }
+        guard key.fitsNestingLimit, body.fitsNestingLimit else {
+            throw OutboxError.invalid("the key or body nests deeper than \(JSONText.maxDepth) levels")
+        }
         guard dependsOn.count <= Self.maxDependencies else {
             throw OutboxError.invalid("dependsOn names \(dependsOn.count) writes; a write names at most \(Self.maxDependencies)")
         }

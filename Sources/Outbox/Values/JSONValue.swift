@@ -33,6 +33,19 @@ public enum JSONValue: Sendable, Hashable {
         default: return true
         }
     }
+
+    /// Whether the value nests no deeper than JSON text and the log read back: `JSONText.maxDepth`
+    /// levels, a scalar or an empty container at the top being one.
+    var fitsNestingLimit: Bool { fits(depth: 0) }
+
+    private func fits(depth: Int) -> Bool {
+        guard depth < JSONText.maxDepth else { return false }
+        switch self {
+        case .array(let values): return values.allSatisfy { $0.fits(depth: depth + 1) }
+        case .object(let members): return members.values.allSatisfy { $0.fits(depth: depth + 1) }
+        default: return true
+        }
+    }
 }
 
 extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
