@@ -156,8 +156,16 @@ struct FigureRow {
     report(name, size: size, floor.figure, baseline: "SQLite peer", peer.figure, ratio: peer.ratio / floor.ratio)
 }
 
-func writes(_ count: Int) -> [Write] {
-    (0..<count).map { Write.insert(into: "todos", key: ["id": .int(Int64($0))], body: ["title": "Buy milk", "done": false]) }
+func writes(_ count: Int) -> [Write] { writes(from: writeValues(count)) }
+
+/// The keys and bodies of `writes(count)`, as the app holds them before it makes its writes.
+func writeValues(_ count: Int) -> [(key: JSONValue, body: JSONValue)] {
+    (0..<count).map { (key: ["id": .int(Int64($0))], body: ["title": "Buy milk", "done": false]) }
+}
+
+/// The writes an app makes of `values` (each made canonical here, once).
+func writes(from values: [(key: JSONValue, body: JSONValue)]) -> [Write] {
+    values.map { Write.insert(into: "todos", key: $0.key, body: $0.body) }
 }
 
 extension String {

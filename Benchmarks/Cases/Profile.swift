@@ -7,8 +7,8 @@ import OutboxProcess
 import OutboxTesting
 import Synchronization
 
-/// Instruction counts: only when named, never in a full run. `profile-none` builds --size writes,
-/// `profile-enqueue` also bulk-enqueues them into a fresh log (1000 a transaction), `profile-drain` also
+/// Instruction counts: only when named, never in a full run. `profile-none` builds the keys and bodies
+/// of --size writes, `profile-enqueue` also makes the writes (their canonical form) and bulk-enqueues them into a fresh log (1000 a transaction), `profile-drain` also
 /// drains that log (batches of 100, lean instance), `profile-rebuild` rebuilds its projections instead;
 /// `profile-floor-enqueue` and `profile-floor-drain` do the layout floors' work for the same writes
 /// instead (`profile-floor-none` only makes their records), `profile-floor-chained-enqueue` and
@@ -20,11 +20,11 @@ enum ProfileCase: BenchmarkCase {
 
     static func run() throws {
         guard let filter = options.filter else { return }
-        let all = writes(options.size ?? 20_000)
+        let values = writeValues(options.size ?? 20_000)
         let path = temporaryPath()
         if filter.hasPrefix("profile-floor") {
             // The layout floors of the same writes: their puts (and for the drain its reads), no engine code.
-            let records = sampleRecords(all.count)
+            let records = sampleRecords(values.count)
             if filter.hasPrefix("profile-floor-chained") {
                 let env = chainedFloorEnqueue(path: path, records: records)
                 if filter == "profile-floor-chained-drain" { chainedFloorDrain(env, count: records.count, batch: 100) }
@@ -33,19 +33,19 @@ enum ProfileCase: BenchmarkCase {
                 if filter == "profile-floor-drain" { floorDrain(env, count: records.count, batch: 100) }
             }
             removing(path)
-            print("profile: \(filter), \(all.count) writes")
+            print("profile: \(filter), \(values.count) writes")
             exit(0)
         }
-        if filter != "profile-none" { blocking { try await bulkEnqueue(path: path, all) } }
+        if filter != "profile-none" { blocking { try await bulkEnqueue(path: path, writes(from: values)) } }
         if filter == "profile-drain" {
             withClient(path, batchSize: 100) { client in
                 let report = try await client.sync()
-                precondition(report.syncedCount == all.count, "drained \(report.syncedCount)")
+                precondition(report.syncedCount == values.count, "drained \(report.syncedCount)")
             }
         }
         if filter == "profile-rebuild" { try EventLog(path: path).rebuild() }
         removing(path)
-        print("profile: \(filter), \(all.count) writes")
+        print("profile: \(filter), \(values.count) writes")
         exit(0)
     }
 }

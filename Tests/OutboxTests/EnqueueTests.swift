@@ -112,6 +112,40 @@ import Testing
         }
     }
 
+    // A write enqueue refuses still reads back as it was made: its value is the app's until then.
+    @Test func aWriteTheLogCannotKeepReadsBackAsMade() {
+        let deep = Self.nested(JSONText.maxDepth + 5)
+        let write = Write(table: "todos", operation: .insert, key: ["id": 1], body: ["x": .double(.infinity), "y": deep])
+        #expect(write.body == ["x": .double(.infinity), "y": deep])
+        #expect(throws: OutboxError.invalidWrite) { try write.validate() }
+    }
+
+    // R2.4: a column the key and the body both give must have one value (1 and 1.0 are one), found
+    // among any number of columns on either side.
+    @Test func aColumnTheKeyAndBodyGiveTwoValuesIsNamed() throws {
+        let cases: [(key: JSONValue, body: JSONValue, column: String?)] = [
+            (["a": 1, "c": 2], ["b": 0, "c": 2, "d": 3], nil),
+            (["a": 1, "c": 2], ["a": 1, "b": 0, "c": 3], "c"),
+            (["b": 1, "z": 1], ["a": 0, "c": 0, "z": 1.0], nil),
+            (["m": 1], ["a": 1, "z": 2], nil),
+            (["a": 1, "b": 2], ["b": "2"], "b"),
+            (["a": 1, "b": 2], ["a": 2, "b": 3], "a"),
+            (["é": 1, "f": 1], ["e": 2, "é": 2], "é"),
+            (["id": ["x": 1]], ["id": ["x": 2], "t": 1], "id"),
+            (["id": ["x": 1]], ["id": ["x": 1], "t": 1], nil),
+        ]
+        for (key, body, column) in cases {
+            let write = Write(table: "todos", operation: .upsert, key: key, body: body)
+            do {
+                try write.validate()
+                #expect(column == nil, "\(key) \(body) passed")
+            } catch let error as OutboxError {
+                #expect(error.code == .invalidWrite)
+                #expect(column.map { error.message.contains("column \($0) different values") } == true, "\(error.message)")
+            }
+        }
+    }
+
     /// An array nested `depth` levels deep.
     private static func nested(_ depth: Int) -> JSONValue {
         (0..<depth).reduce(JSONValue.int(1)) { inner, _ in .array([inner]) }

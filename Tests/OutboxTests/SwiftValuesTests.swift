@@ -63,7 +63,7 @@ import Testing
             let id = try await client.enqueue(try .insert(into: "todos", key: ["id": todo.id], encoding: todo))
             let queued = try #require(try await client.queue.write(id))
             #expect(queued.body == ["id": 3, "title": "Bread", "done": false, "tags": ["bakery"]])
-            #expect(try queued.body(as: Todo.self) == todo)
+            #expect(try queued.write.body(as: Todo.self) == todo)
             let edit = try Write.update("todos", key: ["id": 3], encoding: ["title": "Rye"], baseVersion: 1)
             #expect(edit.body == ["title": "Rye"] && edit.baseVersion == 1)
             client.close()
@@ -89,7 +89,7 @@ import Testing
             let id = try await client.enqueue(.insert(into: "todos", key: ["id": 1], body: ["title": 5]))
             let queued = try #require(try await client.queue.write(id))
             #expect {
-                try queued.body(as: Todo.self)
+                try queued.write.body(as: Todo.self)
             } throws: { error in
                 (error as? OutboxError)?.code == .invalidWrite
             }

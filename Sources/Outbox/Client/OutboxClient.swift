@@ -225,7 +225,7 @@ public final class OutboxClient: Sendable {
             throw OutboxError.invalid("an atomic group holds at most \(WriteQueued.maxGroupSize) writes")
         }
         let writes = try writes.map { write in
-            let keyed = try write.keyedFromBody(columns: write.key == [:] ? transport?.keyColumns(of: write.table) : nil)
+            let keyed = try write.keyedFromBody(columns: write.isKeyless ? transport?.keyColumns(of: write.table) : nil)
             try keyed.validate()
             return keyed
         }

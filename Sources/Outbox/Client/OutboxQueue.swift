@@ -192,7 +192,7 @@ public struct OutboxQueue: Sendable {
                 cause: error)
         }
         // What the instance holds is recorded in the log: it must read back like any write's body.
-        guard row.isFinite, row.fitsNestingLimit, JSONText.render(row).utf8.count <= Write.maxJSONBytes else {
+        guard let length = try? CanonicalJSON(row).checkedTextLength(), length <= Write.maxJSONBytes else {
             throw OutboxError(
                 .rowReadFailed,
                 "the row of write \(id) the instance holds is not a row the log can keep (over \(Write.maxJSONBytes) bytes, nested deeper than \(JSONText.maxDepth) levels, or not finite); nothing changed",

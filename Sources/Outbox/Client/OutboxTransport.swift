@@ -52,7 +52,9 @@ extension OutboxTransport {
     public func unmadeReason(forGroup group: OutgoingBatch) -> String? { nil }
 }
 
-/// One write as the instance receives it.
+/// One write as the instance receives it: the write the app made (`table`, `operation`, `key`, `body`,
+/// `keyJSON`, `baseVersion`, … read through it), and what the queue knows of it.
+@dynamicMemberLookup
 public struct OutgoingWrite: Hashable, Sendable {
     /// The write's id, unique in its log.
     public var id: WriteID
@@ -60,31 +62,9 @@ public struct OutgoingWrite: Hashable, Sendable {
     public var origin: Origin
     /// The key the instance deduplicates it by; the same on every resend.
     public var idempotencyKey: IdempotencyKey
-    /// The table it writes.
-    public var table: String
-    /// What it does to its row.
-    public var operation: WriteOperation
-    /// The row's primary key, as queued. Built from the stored bytes when asked.
-    public var key: JSONValue { canonicalKey.value }
-    /// The fields it writes, as queued (empty for a delete). Built from the stored bytes when asked.
-    public var body: JSONValue { canonicalBody.value }
-    /// The key as canonical JSON text in UTF-8 (object keys sorted by their bytes, no white space): the
-    /// bytes of the key the app queued, the same on every send. An HTTP transport sends these bytes.
-    /// Rendered when asked, straight from the stored bytes, without building the value.
-    public var keyJSON: [UInt8] { canonicalKey.text }
-    /// The body as canonical JSON text in UTF-8, as `keyJSON`.
-    public var bodyJSON: [UInt8] { canonicalBody.text }
-    /// Whether the key is a JSON object, told without building it.
-    public var keyIsObject: Bool { canonicalKey.isObject }
-    /// Whether the body is a JSON object, told without building it.
-    public var bodyIsObject: Bool { canonicalBody.isObject }
-    /// The key and body as the log stores them.
-    package let canonicalKey: CanonicalJSON
-    package let canonicalBody: CanonicalJSON
-    /// The row version the edit was made on, if the app gave one.
-    public var baseVersion: Int64?
-    /// Every write it must follow (`dependsOn` and same-row writes), whether or not in this batch.
-    public var dependsOn: [WriteID]
+    /// The write as queued; its `dependsOn` is every write it must follow (`dependsOn` and same-row
+    /// writes), whether or not in this batch.
+    public var write: Write
     /// The user who made it (the request carries that user's token).
     public var user: String
     /// When it was queued.
@@ -94,6 +74,15 @@ public struct OutgoingWrite: Hashable, Sendable {
     /// deletes; false for the other operations.
     public var isResend = false
 
+    /// One of the write's fields.
+    @inlinable public subscript<Value>(dynamicMember field: WritableKeyPath<Write, Value>) -> Value {
+        get { write[keyPath: field] }
+        set { write[keyPath: field] = newValue }
+    }
+
+    /// One of the write's read-only fields (`keyJSON`, `bodyIsObject`, …).
+    @inlinable public subscript<Value>(dynamicMember field: KeyPath<Write, Value>) -> Value { write[keyPath: field] }
+
     /// A write as a transport receives it (tests of custom transports make their own).
     public init(
         id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, table: String, operation: WriteOperation, key: JSONValue,
@@ -101,26 +90,23 @@ public struct OutgoingWrite: Hashable, Sendable {
         createdAt: Timestamp = Timestamp(milliseconds: 0)
     ) {
         self.init(
-            id: id, origin: origin, idempotencyKey: idempotencyKey, table: table, operation: operation, key: CanonicalJSON(key),
-            body: CanonicalJSON(body), baseVersion: baseVersion, dependsOn: dependsOn, user: user, createdAt: createdAt)
+            id: id, origin: origin, idempotencyKey: idempotencyKey,
+            write: Write(
+                table: table, operation: operation, key: key, body: body, baseVersion: baseVersion, dependsOn: dependsOn),
+            user: user, createdAt: createdAt)
     }
 
-    /// A write of the log, its key and body as stored.
-    package init(
-        id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, table: String, operation: WriteOperation,
-        key: CanonicalJSON, body: CanonicalJSON, baseVersion: Int64?, dependsOn: [WriteID], user: String, createdAt: Timestamp
+    /// `write`, sent under `idempotencyKey`.
+    public init(
+        id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, write: Write, user: String = "",
+        createdAt: Timestamp = Timestamp(milliseconds: 0)
     ) {
-        self.user = user
-        self.createdAt = createdAt
         self.id = id
         self.origin = origin
         self.idempotencyKey = idempotencyKey
-        self.table = table
-        self.operation = operation
-        canonicalKey = key
-        canonicalBody = body
-        self.baseVersion = baseVersion
-        self.dependsOn = dependsOn
+        self.write = write
+        self.user = user
+        self.createdAt = createdAt
     }
 }
 

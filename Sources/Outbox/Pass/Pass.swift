@@ -536,10 +536,12 @@ struct Pass: Sendable {
         } catch {
             return .unmade("the stored write no longer decodes")
         }
+        // Made field by field: every write it follows, not only those the app named.
+        let made = Write(
+            table: queued.table, operation: queued.operation, key: queued.canonicalKey, body: queued.canonicalBody,
+            baseVersion: queued.baseVersion, dependsOn: entry.dependencies)
         var write = OutgoingWrite(
-            id: id, origin: origin, idempotencyKey: entry.idempotencyKey, table: queued.table, operation: queued.operation,
-            key: queued.canonicalKey, body: queued.canonicalBody, baseVersion: queued.baseVersion,
-            dependsOn: entry.dependencies, user: queued.user, createdAt: createdAt)
+            id: id, origin: origin, idempotencyKey: entry.idempotencyKey, write: made, user: queued.user, createdAt: createdAt)
         // R9.3: a delete sent before may have been applied by then.
         if queued.operation == .delete { write.isResend = try reader.hasIndexedHistory(id) }
         return .write(write)

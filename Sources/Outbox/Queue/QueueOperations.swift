@@ -29,16 +29,12 @@ enum QueueOperations {
         ids.reserveCapacity(writes.count)
         for (offset, write) in writes.enumerated() {
             let id = WriteID(first + UInt64(offset))
-            // The key and body become canonical bytes here, once; from now on they are bytes.
-            let key = CanonicalJSON(write.key)
-            let follows = try appender.unsettledWrites(user: user, table: write.table, key: key)
+            let follows = try appender.unsettledWrites(user: user, table: write.table, key: write.canonicalKey)
             try appender.append(
                 .writeQueued(
                     WriteQueued(
-                        id: id, user: user, table: write.table, operation: write.operation, key: key,
-                        body: CanonicalJSON(write.body),
-                        baseVersion: write.baseVersion, dependsOn: write.dependsOn, follows: follows,
-                        idempotencyKey: IdempotencyKey(using: random), atomicGroup: group)))
+                        id: id, user: user, write: write, follows: follows, idempotencyKey: IdempotencyKey(using: random),
+                        atomicGroup: group)))
             ids.append(id)
         }
         return ids

@@ -1,23 +1,15 @@
 public import Foundation
 
-/// A write the queue holds, with the instance's answer so far.
+/// A write the queue holds, with the instance's answer so far: the write the app made (`table`,
+/// `operation`, `key`, `body`, `baseVersion`, `dependsOn`, read through it), and its state.
+@dynamicMemberLookup
 public struct QueuedWrite: Hashable, Sendable {
     /// The write's id.
     public let id: WriteID
     /// The user it belongs to.
     public let user: String
-    /// The table it writes.
-    public let table: String
-    /// What it does to its row.
-    public let operation: WriteOperation
-    /// The row's primary key.
-    public let key: JSONValue
-    /// The fields it writes.
-    public let body: JSONValue
-    /// The row version the edit was made on.
-    public let baseVersion: Int64?
-    /// The writes the app said it must follow.
-    public let dependsOn: [WriteID]
+    /// The write as the app made it.
+    public let write: Write
     /// Earlier writes to the same row it follows.
     public let follows: [WriteID]
     /// The key it is sent under now (renewed by every release).
@@ -41,6 +33,9 @@ public struct QueuedWrite: Hashable, Sendable {
     public let environmentalStreak: Int
     /// Schema-cache failures (the server did not know the table or a column yet) counted against it.
     public let schemaRefusals: Int
+
+    /// One of the write's fields.
+    @inlinable public subscript<Value>(dynamicMember field: KeyPath<Write, Value>) -> Value { write[keyPath: field] }
 }
 
 extension QueuedWrite {
@@ -66,8 +61,7 @@ extension QueuedWrite {
             }
         }
         return QueuedWrite(
-            id: id, user: queued.user, table: queued.table, operation: queued.operation, key: queued.key, body: queued.body,
-            baseVersion: queued.baseVersion, dependsOn: queued.dependsOn, follows: queued.follows,
+            id: id, user: queued.user, write: queued.write, follows: queued.follows,
             idempotencyKey: entry.idempotencyKey, createdAt: recorded.at, atomicGroup: queued.atomicGroup, state: state,
             refusals: entry.refusals, replayed: entry.replayed, waiting: waiting, lastFailure: entry.lastFailure,
             environmentalStreak: entry.environmentalStreak, schemaRefusals: entry.schemaRefusals)
@@ -113,12 +107,4 @@ public struct QueueSnapshot: Hashable, Sendable {
     public let user: String?
     /// Every write the queue held then, every user's, in id order.
     public let writes: [QueuedWrite]
-}
-
-extension QueuedWrite {
-    /// The body as queued, decoded as `type`: the model an `Encodable` write was made from. Throws
-    /// `invalidWrite` when it does not decode.
-    public func body<T: Decodable>(as type: T.Type, with decoder: JSONDecoder = JSONDecoder()) throws -> T {
-        try body.decode(as: type, with: decoder)
-    }
 }

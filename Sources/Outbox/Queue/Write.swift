@@ -11,13 +11,33 @@ public struct Write: Hashable, Sendable {
     public var table: String
     /// What it does to its row.
     public var operation: WriteOperation
-    /// The row's primary key: a non-empty JSON object.
-    public var key: JSONValue
-    /// A JSON object; empty for a delete.
-    public var body: JSONValue
+    /// The row's primary key: a non-empty JSON object. Built from the canonical bytes when asked.
+    public var key: JSONValue {
+        get { canonicalKey.value }
+        set { canonicalKey = CanonicalJSON(newValue) }
+    }
+    /// A JSON object; empty for a delete. Built from the canonical bytes when asked.
+    public var body: JSONValue {
+        get { canonicalBody.value }
+        set { canonicalBody = CanonicalJSON(newValue) }
+    }
+    /// The key as canonical JSON text in UTF-8 (object keys sorted by their bytes, no white space): the
+    /// bytes an HTTP transport sends, the same on every send. Rendered when asked, straight from the
+    /// canonical bytes, without building the value.
+    public var keyJSON: [UInt8] { canonicalKey.text }
+    /// The body as canonical JSON text in UTF-8, as `keyJSON`.
+    public var bodyJSON: [UInt8] { canonicalBody.text }
+    /// Whether the key is a JSON object, told without building it.
+    public var keyIsObject: Bool { canonicalKey.isObject }
+    /// Whether the body is a JSON object, told without building it.
+    public var bodyIsObject: Bool { canonicalBody.isObject }
+    /// The key and body as the log stores them: made canonical once, when the write is made.
+    package var canonicalKey: CanonicalJSON
+    package var canonicalBody: CanonicalJSON
     /// The row version the edit was made on.
     public var baseVersion: Int64?
-    /// Ids of earlier writes of the same user this one must follow (earlier writes to the same row are followed by themselves).
+    /// Ids of earlier writes of the same user this one must follow (earlier writes to the same row are
+    /// followed by themselves). In an `OutgoingWrite`, every write it must follow.
     public var dependsOn: [WriteID]
 
     /// A write of any operation; the static functions below read better.
@@ -25,10 +45,20 @@ public struct Write: Hashable, Sendable {
         table: String, operation: WriteOperation, key: JSONValue, body: JSONValue = [:], baseVersion: Int64? = nil,
         dependsOn: [WriteID] = []
     ) {
+        self.init(
+            table: table, operation: operation, key: CanonicalJSON(key), body: CanonicalJSON(body), baseVersion: baseVersion,
+            dependsOn: dependsOn)
+    }
+
+    /// A write whose key and body are canonical already (read from the log).
+    package init(
+        table: String, operation: WriteOperation, key: CanonicalJSON, body: CanonicalJSON, baseVersion: Int64?,
+        dependsOn: [WriteID]
+    ) {
         self.table = table
         self.operation = operation
-        self.key = key
-        self.body = body
+        canonicalKey = key
+        canonicalBody = body
         self.baseVersion = baseVersion
         self.dependsOn = dependsOn
     }
@@ -72,36 +102,50 @@ public struct Write: Hashable, Sendable {
     /// The most writes one write may name in `dependsOn`.
     public static let maxDependencies = 1024
 
-    /// Checks what can be checked without the log (R2.4).
+    /// Checks what can be checked without the log (R2.4), on the canonical bytes the log will keep.
     func validate() throws {
         try Self.validateName(table, what: "the table name")
         if case .custom(let name) = operation { try Self.validateName(name, what: "the mutation name") }
-        guard case .object(let members) = key, !members.isEmpty else {
+        guard let keyColumns = canonicalKey.memberCount, keyColumns > 0 else {
             throw OutboxError.invalid("the key must be a non-empty JSON object")
         }
-        guard case .object(let fields) = body else { throw OutboxError.invalid("the body must be a JSON object") }
-        if operation == .delete, !fields.isEmpty { throw OutboxError.invalid("a delete carries no body") }
-        // The row is the key merged with the body: a column the two give different values is a mistake
-        // (a key typed by hand beside a model), never a row to guess at.
-        for (column, value) in members.sorted(by: { $0.key < $1.key }) {
-            if let other = fields[column], !Self.same(value, other) {
-                throw OutboxError.invalid(
-                    "the key and the body give column \(column) different values; to change a row's key, delete it and insert the new one"
-                )
-            }
+        guard let fields = canonicalBody.memberCount else { throw OutboxError.invalid("the body must be a JSON object") }
+        if operation == .delete, fields > 0 { throw OutboxError.invalid("a delete carries no body") }
+        let size: Int
+        do {
+            size = try canonicalKey.checkedTextLength() + canonicalBody.checkedTextLength()
+        } catch {
+            throw OutboxError.invalid("the key or body cannot be stored: \(error.reason)")
         }
-        guard key.isFinite, body.isFinite else { throw OutboxError.invalid("a number in the key or body is not finite") }
-        guard key.fitsNestingLimit, body.fitsNestingLimit else {
-            throw OutboxError.invalid("the key or body nests deeper than \(JSONText.maxDepth) levels")
+        if let column = columnGivenTwoValues() {
+            throw OutboxError.invalid(
+                "the key and the body give column \(column) different values; to change a row's key, delete it and insert the new one"
+            )
         }
         guard dependsOn.count <= Self.maxDependencies else {
             throw OutboxError.invalid("dependsOn names \(dependsOn.count) writes; a write names at most \(Self.maxDependencies)")
         }
-        let size = JSONText.renderedLength(key) + JSONText.renderedLength(body)
         guard size <= Self.maxJSONBytes else {
             throw OutboxError.invalid(
                 "the key and body are \(size) bytes of JSON; a write holds at most \(Self.maxJSONBytes) (8 MiB)")
         }
+    }
+
+    /// The first column (in canonical order) that the key and the body give different values: the row
+    /// is the key merged with the body, so such a column is a mistake (a key typed by hand beside a
+    /// model), never a row to guess at.
+    private func columnGivenTwoValues() -> String? {
+        var found: String?
+        canonicalKey.forEachSharedMember(with: canonicalBody) { name, mine, theirs in
+            if canonicalKey.bytes[mine].elementsEqual(canonicalBody.bytes[theirs])
+                || Self.same(canonicalKey.value(at: mine), canonicalBody.value(at: theirs))
+            {
+                return true
+            }
+            found = String(decoding: canonicalKey.bytes[name], as: UTF8.self)
+            return false
+        }
+        return found
     }
 
     /// Equal JSON values, numbers compared by value (`1` and `1.0`).
@@ -112,11 +156,14 @@ public struct Write: Hashable, Sendable {
         }
     }
 
+    /// Whether it was made without a key (`[:]`): from a model, its key in its body.
+    var isKeyless: Bool { canonicalKey.memberCount == 0 }
+
     /// This write, its key taken from `columns` of its body when it was made without one (a write made
     /// from a model). A model without one of the columns, or a table whose key columns nobody knows, is
     /// `invalidWrite`.
     func keyedFromBody(columns: [String]?) throws -> Write {
-        guard key == [:] else { return self }
+        guard isKeyless else { return self }
         guard let columns, !columns.isEmpty else {
             throw OutboxError.invalid(
                 "the write to \(table) has no key, and the transport does not know the table's key columns: pass key:")
@@ -145,6 +192,8 @@ public struct Write: Hashable, Sendable {
 
     static func validateName(_ name: String, what: String) throws {
         if name.isEmpty { throw OutboxError.invalid("\(what) is empty") }
+        // Most names are short printable ASCII: one pass tells them apart.
+        if name.utf8.count <= maxNameBytes, name.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return }
         if name.utf8.count > maxNameBytes { throw OutboxError.invalid("\(what) is longer than \(maxNameBytes) bytes") }
         if name.utf8.contains(0) { throw OutboxError.invalid("\(what) contains a NUL character") }
         // Names are identifiers: a control character in one (ESC, CR, a bidirectional override) can
@@ -243,6 +292,12 @@ extension Write {
         dependsOn: [WriteID] = []
     ) throws -> Write {
         update(table, key: [:], set: try object(model, encoder), baseVersion: baseVersion, dependsOn: dependsOn)
+    }
+
+    /// The body decoded as `type`: the model an `Encodable` write was made from
+    /// (`try item.write.body(as: Todo.self)`). Throws `invalidWrite` when it does not decode.
+    public func body<T: Decodable>(as type: T.Type, with decoder: JSONDecoder = JSONDecoder()) throws -> T {
+        try canonicalBody.value.decode(as: type, with: decoder)
     }
 
     private static func object(_ model: some Encodable, _ encoder: JSONEncoder) throws -> JSONValue {

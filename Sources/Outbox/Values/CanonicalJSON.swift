@@ -15,16 +15,107 @@ package struct CanonicalJSON: Hashable, Sendable {
     /// without building it.
     static func read(from reader: inout ByteReader) throws -> CanonicalJSON {
         let start = reader.offset
-        try check(&reader, depth: 0)
+        _ = try check(&reader, depth: 0, Checking.self)
         return CanonicalJSON(checked: reader.bytes(from: start))
     }
 
-    /// The value. The bytes were checked when they were read or made, so decoding them cannot fail.
+    /// The value's length as JSON text (what `JSONText.renderedLength` counts), checked on the way as a
+    /// reader of the log checks it: bytes made from a `JSONValue` that holds a number that is not
+    /// finite, or nests deeper than `JSONText.maxDepth`, throw the reason the log would refuse them.
+    func checkedTextLength() throws(DecodeFailure) -> Int {
+        do {
+            return try bytes.withUnsafeBytes { raw in
+                var reader = ByteReader(raw)
+                return try Self.check(&reader, depth: 0, Measuring.self)
+            }
+        } catch let failure as DecodeFailure {
+            throw failure
+        } catch {
+            preconditionFailure("checking canonical JSON threw \(error)")
+        }
+    }
+
+    /// How many members the value has when it is an object; nil for any other value.
+    package var memberCount: Int? {
+        guard isObject else { return nil }
+        return bytes.withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            _ = try? reader.byte()
+            return try? reader.count()
+        }
+    }
+
+    /// Calls `body` with each member this object and `other` both hold, in canonical order: where its
+    /// name lies in this object's bytes, and its value in each one's, until it returns false. Both
+    /// objects' members are in canonical order, so one walk over the two finds them. Nothing for values
+    /// that are not objects. For bytes `checkedTextLength` accepts.
+    func forEachSharedMember(
+        with other: CanonicalJSON, _ body: (_ name: Range<Int>, _ mine: Range<Int>, _ theirs: Range<Int>) -> Bool
+    ) {
+        guard isObject, other.isObject else { return }
+        bytes.withUnsafeBytes { a in
+            other.bytes.withUnsafeBytes { b in
+                var x = ByteReader(a)
+                var y = ByteReader(b)
+                do {
+                    _ = try x.byte()
+                    _ = try y.byte()
+                    var (left, right) = (try x.count(), try y.count())
+                    guard left > 0, right > 0 else { return }
+                    var (myName, theirName) = (try x.skipString(), try y.skipString())
+                    while true {
+                        let p = UnsafeRawBufferPointer(rebasing: a[myName])
+                        let q = UnsafeRawBufferPointer(rebasing: b[theirName])
+                        let same = p.elementsEqual(q)
+                        let mineFirst = !same && p.lexicographicallyPrecedes(q)
+                        if same || mineFirst {
+                            let mine = x.offset
+                            _ = try Self.check(&x, depth: 1, Checking.self)
+                            left -= 1
+                            if same {
+                                let theirs = y.offset
+                                _ = try Self.check(&y, depth: 1, Checking.self)
+                                right -= 1
+                                if !body(myName, mine..<x.offset, theirs..<y.offset) { return }
+                                guard right > 0 else { return }
+                                theirName = try y.skipString()
+                            }
+                            guard left > 0 else { return }
+                            myName = try x.skipString()
+                        } else {
+                            _ = try Self.check(&y, depth: 1, Checking.self)
+                            right -= 1
+                            guard right > 0 else { return }
+                            theirName = try y.skipString()
+                        }
+                    }
+                } catch {
+                    preconditionFailure("canonical JSON that was checked no longer reads: \(error)")
+                }
+            }
+        }
+    }
+
+    /// The value whose canonical bytes lie at `range` of `bytes` (one of `members`' values).
+    func value(at range: Range<Int>) -> JSONValue {
+        bytes[range].withUnsafeBytes { raw in
+            var reader = ByteReader(raw)
+            do {
+                return try JSONValue.decode(from: &reader, depth: 1, limits: false)
+            } catch {
+                preconditionFailure("canonical JSON that was checked no longer decodes: \(error)")
+            }
+        }
+    }
+
+    /// The value. The bytes were checked when they were read, or made from a value, so decoding them
+    /// cannot fail (and gives back a number that is not finite, or a nesting past the limit, as it was
+    /// made: enqueue refuses them).
     package var value: JSONValue {
         bytes.withUnsafeBytes { raw in
             var reader = ByteReader(raw)
             do {
-                return try JSONValue.decode(from: &reader)
+                return try JSONValue.decode(from: &reader, limits: false)
             } catch {
                 preconditionFailure("canonical JSON that was checked no longer decodes: \(error)")
             }
@@ -50,27 +141,58 @@ package struct CanonicalJSON: Hashable, Sendable {
         return out
     }
 
-    private static func check(_ reader: inout ByteReader, depth: Int) throws {
+    /// Checks one value (see `read`); when the walk `measures`, returns its length as JSON text, else 0.
+    /// (A type, not a flag: each walk is compiled on its own, and a read of the log counts nothing.)
+    private static func check<Walk: CanonicalWalk>(_ reader: inout ByteReader, depth: Int, _ walk: Walk.Type) throws -> Int {
+        let measuring = Walk.measures
         guard depth < JSONText.maxDepth else { throw DecodeFailure("JSON nested deeper than \(JSONText.maxDepth)") }
         switch JSONValue.Tag(rawValue: try reader.byte()) {
-        case .null, .isFalse, .isTrue: break
-        case .int: _ = try reader.varint()
+        case .null, .isTrue: return 4
+        case .isFalse: return 5
+        case .int:
+            let value = try reader.signed()
+            return measuring ? JSONText.digits(value) : 0
         case .double:
-            guard Double(bitPattern: try reader.bigEndian()).isFinite else { throw DecodeFailure("a number that is not finite") }
-        case .string: try reader.skipString()
+            let value = Double(bitPattern: try reader.bigEndian())
+            guard value.isFinite else { throw DecodeFailure("a number that is not finite") }
+            return measuring ? JSONText.renderedLength(.double(value)) : 0
+        case .string:
+            let string = try reader.skipString()
+            return measuring ? quotedLength(string, reader) : 0
         case .array:
-            for _ in 0..<(try reader.count()) { try check(&reader, depth: depth + 1) }
+            let count = try reader.count()
+            var length = 2 + max(0, count - 1)
+            for _ in 0..<count { length += try check(&reader, depth: depth + 1, walk) }
+            return length
         case .object:
+            let count = try reader.count()
+            var length = 2 + max(0, count - 1)
             var previous: Range<Int>?
-            for _ in 0..<(try reader.count()) {
+            for _ in 0..<count {
                 let name = try reader.skipString()
                 if let previous, !reader.precedes(previous, name) {
                     throw DecodeFailure("JSON object keys not in canonical order")
                 }
                 previous = name
-                try check(&reader, depth: depth + 1)
+                if measuring { length += quotedLength(name, reader) + 1 }
+                length += try check(&reader, depth: depth + 1, walk)
             }
+            return length
         case nil: throw DecodeFailure("unknown JSON tag")
+        }
+    }
+
+    /// The length of the JSON string literal `quote` writes for the UTF-8 bytes at `range`.
+    private static func quotedLength(_ range: Range<Int>, _ reader: ByteReader) -> Int {
+        reader.withBytes(range) { bytes in
+            bytes.reduce(2) { length, byte in
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"):
+                    length + 2
+                case 0..<0x20: length + 6
+                default: length + 1
+                }
+            }
         }
     }
 
@@ -143,3 +265,10 @@ extension ByteReader {
         return range
     }
 }
+
+/// What a walk over canonical bytes does besides checking them.
+private protocol CanonicalWalk { static var measures: Bool { get } }
+/// Checks only: a read of the log.
+private enum Checking: CanonicalWalk { static var measures: Bool { false } }
+/// Checks and counts the length as JSON text: enqueue's check of a write.
+private enum Measuring: CanonicalWalk { static var measures: Bool { true } }

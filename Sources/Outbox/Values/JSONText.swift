@@ -83,7 +83,7 @@ public enum JSONText {
     }
 
     /// The decimal digits of `value`, with its sign.
-    private static func digits(_ value: Int64) -> Int {
+    static func digits(_ value: Int64) -> Int {
         var count = value < 0 ? 2 : 1
         var rest = value.magnitude / 10
         while rest > 0 {

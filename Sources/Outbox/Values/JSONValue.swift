@@ -33,19 +33,6 @@ public enum JSONValue: Sendable, Hashable {
         default: return true
         }
     }
-
-    /// Whether the value nests no deeper than JSON text and the log read back: `JSONText.maxDepth`
-    /// levels, a scalar or an empty container at the top being one.
-    var fitsNestingLimit: Bool { fits(depth: 0) }
-
-    private func fits(depth: Int) -> Bool {
-        guard depth < JSONText.maxDepth else { return false }
-        switch self {
-        case .array(let values): return values.allSatisfy { $0.fits(depth: depth + 1) }
-        case .object(let members): return members.values.allSatisfy { $0.fits(depth: depth + 1) }
-        default: return true
-        }
-    }
 }
 
 extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
@@ -127,8 +114,11 @@ extension JSONValue {
         return writer.bytes
     }
 
-    static func decode(from reader: inout ByteReader, depth: Int = 0) throws -> JSONValue {
-        guard depth < JSONText.maxDepth else { throw DecodeFailure("JSON nested deeper than \(JSONText.maxDepth)") }
+    /// Decodes one value. With `limits` (stored bytes), a number that is not finite or nesting deeper
+    /// than `JSONText.maxDepth` is a failure; without (bytes made from a value, which may hold either
+    /// until enqueue refuses it), the value comes back as it was made.
+    static func decode(from reader: inout ByteReader, depth: Int = 0, limits: Bool = true) throws -> JSONValue {
+        guard !limits || depth < JSONText.maxDepth else { throw DecodeFailure("JSON nested deeper than \(JSONText.maxDepth)") }
         guard let tag = Tag(rawValue: try reader.byte()) else { throw DecodeFailure("unknown JSON tag") }
         switch tag {
         case .null: return .null
@@ -138,10 +128,10 @@ extension JSONValue {
         case .double:
             // JSON has no NaN or infinity, and the library never stores one (R2.4): a record holding one is damaged.
             let value = Double(bitPattern: try reader.bigEndian())
-            guard value.isFinite else { throw DecodeFailure("a number that is not finite") }
+            guard !limits || value.isFinite else { throw DecodeFailure("a number that is not finite") }
             return .double(value)
         case .string: return .string(try reader.string())
-        case .array: return .array(try reader.array { try decode(from: &$0, depth: depth + 1) })
+        case .array: return .array(try reader.array { try decode(from: &$0, depth: depth + 1, limits: limits) })
         case .object:
             let count = try reader.count()
             var members: [String: JSONValue] = [:]
@@ -153,7 +143,7 @@ extension JSONValue {
                     throw DecodeFailure("JSON object keys not in canonical order")
                 }
                 previous = key
-                members[key] = try decode(from: &reader, depth: depth + 1)
+                members[key] = try decode(from: &reader, depth: depth + 1, limits: limits)
             }
             return .object(members)
         }
