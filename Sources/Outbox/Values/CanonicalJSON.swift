@@ -96,7 +96,7 @@ package struct CanonicalJSON: Hashable, Sendable {
         }
     }
 
-    /// The value whose canonical bytes lie at `range` of `bytes` (one of `members`' values).
+    /// The value whose canonical bytes lie at `range` of `bytes` (a member's value, as `forEachSharedMember` gives it).
     func value(at range: Range<Int>) -> JSONValue {
         bytes[range].withUnsafeBytes { raw in
             var reader = ByteReader(raw)
