@@ -1,9 +1,9 @@
 import OutboxLMDB
 import Testing
 
-/// A value codec for the tests: a string, then one byte that is the sum of the key's bytes and the
-/// string's, so a value stored under another key does not decode.
-private enum TaggedString: ValueCodec {
+/// A value codec for the tests (this file's and the lookup cursor's): a string, then one byte that is
+/// the sum of the key's bytes and the string's, so a value stored under another key does not decode.
+enum TaggedString: ValueCodec {
     struct WrongKey: Error {}
 
     static func storedCount(of value: String, key: UnsafeRawBufferPointer) -> Int { value.utf8.count + 1 }

@@ -186,11 +186,13 @@ extension EventLog {
                 LogCompacted(
                     horizon: horizon, segments: (earlier?.segments ?? []) + [segment], state: try projectionState(access))))
         _ = try access.put(log, snapshot.sequence, snapshot, options: .append)
-        let store = TransactionStore(access: access, tables: tables)
-        var projector = Projector(store: store)
-        try projector.apply(snapshot)
-        try projector.markApplied(snapshot.sequence)
-        try store.flush()
+        try TransactionStore.Lookups.with(access, tables) { lookups in
+            let store = TransactionStore(access: access, tables: tables, lookups: lookups)
+            var projector = Projector(store: store)
+            try projector.apply(snapshot)
+            try projector.markApplied(snapshot.sequence)
+            try store.flush()
+        }
         crashPlan?.pass(.compactionBeforeCommit)
         return Planned(
             horizon: horizon, snapshot: snapshot, segment: segment, archived: removed.count, writes: segment.writeCount,

@@ -154,16 +154,19 @@ package final class EventLog: Sendable {
         let access = txn.unsafeAccess
         let log = tables.log
         let last = try Self.lastSequence(access, log.database, path: path) ?? 0
-        let store = TransactionStore(access: access, tables: tables, memory: storeMemory.withLock { $0.take() } ?? .init())
-        var appender = Appender(
-            time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
-            transactionID: access.transactionID,
-            putRecord: { recorded in try access.put(log, recorded.sequence, recorded, options: .append) }
-        )
-        let result = try body(&appender)
-        let memory = store.releaseMemory(transaction: access.transactionID, appended: !appender.appended.isEmpty)
-        storeMemory.withLock { $0 = memory }
-        return result
+        return try TransactionStore.Lookups.with(access, tables) { lookups in
+            let store = TransactionStore(
+                access: access, tables: tables, lookups: lookups, memory: storeMemory.withLock { $0.take() } ?? .init())
+            var appender = Appender(
+                time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
+                transactionID: access.transactionID,
+                putRecord: { recorded in try access.put(log, recorded.sequence, recorded, options: .append) }
+            )
+            let result = try body(&appender)
+            let memory = store.releaseMemory(transaction: access.transactionID, appended: !appender.appended.isEmpty)
+            storeMemory.withLock { $0 = memory }
+            return result
+        }
     }
 
     /// A reader over a write transaction: the projections through its store, the log directly.
@@ -174,10 +177,17 @@ package final class EventLog: Sendable {
     /// Reads one event of the log in a transaction; nil when there is none.
     private func recordReader(_ access: some ReadableTransaction) -> (UInt64) throws -> RecordedEvent? {
         let log = tables.log
+        return namingDamage { sequence in try access.get(log, sequence) }
+    }
+
+    /// `read`, whose damaged record throws `OutboxError` naming its sequence.
+    private func namingDamage(
+        _ read: @escaping (UInt64) throws -> RecordedEvent?
+    ) -> (UInt64) throws -> RecordedEvent? {
         let path = self.path
         return { sequence in
             do {
-                return try access.get(log, sequence)
+                return try read(sequence)
             } catch let failure as RecordCodec.Failure {
                 throw OutboxError.damagedRecord(path: path, sequence: sequence, reason: failure.reason)
             }
@@ -194,7 +204,7 @@ package final class EventLog: Sendable {
             try environment.read { txn in
                 let access = txn.unsafeAccess
                 let memo = EntryMemo()
-                let result = try body(reader(access, memo: memo))
+                let result = try withReader(access, memo: memo, body)
                 let snapshot = access.transactionID
                 storeMemory.withLock { $0?.adopt(memo.decoded, asOf: snapshot) }
                 return (result, snapshot)
@@ -202,16 +212,28 @@ package final class EventLog: Sendable {
         }
     }
 
-    /// A reader over a transaction's projections and log. The verdict table's entries are decoded where
-    /// they lie and kept for the transaction (`EntryMemo`): a pass plans a batch and builds its requests
-    /// in one snapshot, and reads each entry once.
-    private func reader(_ access: some ReadableTransaction, memo: EntryMemo = EntryMemo()) -> StoreReader {
+    /// Runs `body` with a reader over a read transaction's projections and log. The verdict table's
+    /// entries are decoded where they lie and kept for the transaction (`EntryMemo`): a pass plans a
+    /// batch and builds its requests in one snapshot, and reads each entry once. Entries and records
+    /// are looked up through a cursor each (`LookupCursor`): a planner reads consecutive ids, and the
+    /// requests' `writeQueued` records mostly follow one another, so most lookups are a step, not a
+    /// search of the tree.
+    private func withReader<R>(
+        _ access: ReadAccess, memo: EntryMemo = EntryMemo(), _ body: (StoreReader) throws -> R
+    ) throws -> R {
         let tables = self.tables
-        return StoreReader(
-            value: { table, key in try access.get(tables[table], key: key) },
-            scan: { table, prefix, start, visit in try access.forEach(tables[table], prefix: prefix, from: start, visit) },
-            record: recordReader(access),
-            decodedEntry: { id in try memo.entry(id) { try access.get(tables.entries, id) } })
+        return try access.withLookupCursor(tables.entries) { entries in
+            try access.withLookupCursor(tables.log) { records in
+                try body(
+                    StoreReader(
+                        value: { table, key in try access.get(tables[table], key: key) },
+                        scan: { table, prefix, start, visit in
+                            try access.forEach(tables[table], prefix: prefix, from: start, visit)
+                        },
+                        record: namingDamage { sequence in try records.get(sequence) },
+                        decodedEntry: { id in try memo.entry(id) { try entries.get(id) } }))
+            }
+        }
     }
 
     /// Appends through the group committer: callers arriving while a commit is in flight share the
@@ -253,7 +275,7 @@ package final class EventLog: Sendable {
 
     /// Runs `body` with a reader over a consistent snapshot of the projections and the log.
     func read<R>(_ body: (StoreReader) throws -> R) throws -> R {
-        try storageErrors(path: path) { try environment.read { txn in try body(reader(txn.unsafeAccess)) } }
+        try storageErrors(path: path) { try environment.read { txn in try withReader(txn.unsafeAccess, body) } }
     }
 
     /// Calls `body` with every event from `from` through `to`, in order, decoding each; a damaged record
@@ -421,26 +443,28 @@ package final class EventLog: Sendable {
                 for table in ProjectionTable.allCases { try access.clear(tables[table]) }
                 for name in retiredProjectionDatabases { try access.deleteDatabase(named: name) }
                 let total = try access.count(tables.log.database)
-                var projector = Projector(store: TransactionStore(access: access, tables: tables))
-                var folded = 0
-                let last = try foldWhole(access, compacted: compacted) { step in
-                    switch step {
-                    case .event(let event):
-                        try projector.apply(event)
-                    case .snapshot(let event, let state):
-                        try projector.store.flush()
-                        for table in ProjectionTable.allCases { try access.clear(tables[table]) }
-                        for entry in try state.current() {
-                            _ = try access.put(tables[entry.table], key: entry.key, value: entry.value)
+                try TransactionStore.Lookups.with(access, tables) { lookups in
+                    var projector = Projector(store: TransactionStore(access: access, tables: tables, lookups: lookups))
+                    var folded = 0
+                    let last = try foldWhole(access, compacted: compacted) { step in
+                        switch step {
+                        case .event(let event):
+                            try projector.apply(event)
+                        case .snapshot(let event, let state):
+                            try projector.store.flush()
+                            for table in ProjectionTable.allCases { try access.clear(tables[table]) }
+                            for entry in try state.current() {
+                                _ = try access.put(tables[entry.table], key: entry.key, value: entry.value)
+                            }
+                            projector = Projector(store: TransactionStore(access: access, tables: tables, lookups: lookups))
+                            try projector.apply(event)
                         }
-                        projector = Projector(store: TransactionStore(access: access, tables: tables))
-                        try projector.apply(event)
+                        folded += 1
+                        if folded == total / 2 { crashPlan?.pass(.rebuildMidway) }
                     }
-                    folded += 1
-                    if folded == total / 2 { crashPlan?.pass(.rebuildMidway) }
+                    if last > 0 { try projector.markApplied(last) }
+                    try projector.store.flush()
                 }
-                if last > 0 { try projector.markApplied(last) }
-                try projector.store.flush()
             }
         }
     }

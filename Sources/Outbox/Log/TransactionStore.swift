@@ -19,6 +19,9 @@ internal import OutboxLMDB
 final class TransactionStore: ProjectionStore {
     private let access: WriteAccess
     private let tables: LogTables
+    /// What the store reads from LMDB it looks up through these: a transaction reads mostly in key
+    /// order (the next ids, the rows of keys that ascend), so most lookups are a step.
+    private let lookups: Lookups
     /// Indexed by `ProjectionTable.index`; the slot of `.writes` stays empty, and `.meta`'s holds
     /// its bytes but the counters.
     private var held: [HeldTable<StoreKey, [UInt8]>]
@@ -54,9 +57,30 @@ final class TransactionStore: ProjectionStore {
         }
     }
 
-    init(access: WriteAccess, tables: LogTables, memory: Memory = Memory()) {
+    /// The cursors of one write transaction through which its stores look up each projection's bytes,
+    /// the verdict table's entries and the users' counters (`LookupCursor`).
+    struct Lookups {
+        fileprivate let bytes: [LookupCursor<StoreKeyCodec, BytesValue>]
+        fileprivate let entries: LookupCursor<WriteIDKey, EntryCodec>
+        fileprivate let counters: LookupCursor<CountersKey, CountersCodec>
+
+        /// Runs `body` with the lookups of the transaction `access`, closed when it returns (before the
+        /// transaction commits, as LMDB requires of a write transaction's cursors).
+        static func with<R>(_ access: WriteAccess, _ tables: LogTables, _ body: (Lookups) throws -> R) throws -> R {
+            try access.withLookupCursors(ProjectionTable.allCases.map(tables.bytes)) { bytes in
+                try access.withLookupCursor(tables.entries) { entries in
+                    try access.withLookupCursor(tables.counters) { counters in
+                        try body(Lookups(bytes: bytes, entries: entries, counters: counters))
+                    }
+                }
+            }
+        }
+    }
+
+    init(access: WriteAccess, tables: LogTables, lookups: Lookups, memory: Memory = Memory()) {
         self.access = access
         self.tables = tables
+        self.lookups = lookups
         held = memory.held
         entries = memory.entries
         counters = memory.counters
@@ -112,7 +136,7 @@ final class TransactionStore: ProjectionStore {
     private func countersUser(_ key: StoreKey) -> String? { key.withBytes { MetaKey.user(ofCounters: $0) } }
 
     private func lmdbValue(_ table: ProjectionTable, _ key: UnsafeRawBufferPointer) throws -> [UInt8]? {
-        try access.withValue(tables[table], key: key) { $0.copiedBytes }
+        try lookups.bytes[table.index].withValue(key: key) { $0.copiedBytes }
     }
 
     func set(_ table: ProjectionTable, _ key: StoreKey, _ value: [UInt8]) throws {
@@ -139,7 +163,7 @@ final class TransactionStore: ProjectionStore {
 
     func entry(_ id: WriteID) throws -> WriteEntry? {
         if let entry = entries.lookup(id) { return entry }
-        let found = try access.get(tables.entries, id)
+        let found = try lookups.entries.get(id)
         try keep { $0.entries.keep(id, found, isWritten: true) }
         return found
     }
@@ -154,7 +178,7 @@ final class TransactionStore: ProjectionStore {
 
     func counters(_ user: String) throws -> Counters {
         if let held = counters.lookup(user) { return held ?? Counters() }
-        let found = try access.get(tables.counters, user)
+        let found = try lookups.counters.get(user)
         try keep { $0.counters.keep(user, found, isWritten: true) }
         return found ?? Counters()
     }

@@ -476,7 +476,9 @@ struct Pass: Sendable {
     /// What the transport says of a batch's writes, as `outgoingWrites` read them.
     private func prepare(_ batch: Planner.Batch, _ built: [(WriteID, Prepared.Made?)]) -> Prepared {
         var prepared = Prepared()
+        prepared.writes.reserveCapacity(built.count)
         var outgoing: [OutgoingWrite] = []
+        outgoing.reserveCapacity(built.count)
         for (id, made) in built {
             guard let made else { continue }
             switch made {
