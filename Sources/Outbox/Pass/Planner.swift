@@ -25,14 +25,13 @@ struct Planner {
     /// batch or settled); an atomic group alone. Nil when nothing can be sent now.
     func nextBatch(_ reader: StoreReader) throws -> Batch? {
         var batch = Batch()
-        var inBatch = Set<WriteID>()
         // Groups found not ready: their other members are not judged again (a group of n would cost n²).
         var unready = Set<WriteID>()
         let horizon = try heldBehindHorizon(reader)
         try forEachCandidate(reader) { id, entry in
             if let horizon, id > horizon { return false }
             if let group = entry.atomicGroup, unready.contains(group.first) { return true }
-            guard try isReady(entry, besides: inBatch, reader) else { return true }
+            guard try isReady(entry, besides: batch.writes, reader) else { return true }
             if let group = entry.atomicGroup {
                 if !batch.writes.isEmpty { return false }
                 if let (members, follows) = try readyGroup(group, reader) {
@@ -44,7 +43,6 @@ struct Planner {
             }
             batch.writes.append(id)
             batch.follows.formUnion(entry.dependencies)
-            inBatch.insert(id)
             return batch.writes.count < batchSize
         }
         return batch.writes.isEmpty ? nil : batch
@@ -56,7 +54,7 @@ struct Planner {
     func stillReady(_ ids: [WriteID], _ reader: StoreReader) throws -> [WriteID] {
         var kept: [WriteID] = []
         for id in ids where !done.contains(id) {
-            guard let entry = try reader.entry(id), entry.state.isSendable, try isReady(entry, besides: Set(kept), reader) else {
+            guard let entry = try reader.entry(id), entry.state.isSendable, try isReady(entry, besides: kept, reader) else {
                 continue
             }
             kept.append(id)
@@ -176,9 +174,23 @@ struct Planner {
     /// The user's rejected list, in id order.
     func rejectedList(_ reader: StoreReader) throws -> [WriteID] { try reader.listed(.rejected, user: user) }
 
-    /// Every dependency is settled, or in `batch` (sent before it in the same request, R4.5).
-    private func isReady(_ entry: WriteEntry, besides batch: Set<WriteID>, _ reader: StoreReader) throws -> Bool {
-        try entry.dependencies.allSatisfy { id in try batch.contains(id) || inFlight.contains(id) || reader.isSettled(id) }
+    /// Every dependency is settled, or in `batch` (sent before it in the same request, R4.5), whose ids
+    /// ascend: each batch the planner builds is in id order, so it is searched, not hashed.
+    private func isReady(_ entry: WriteEntry, besides batch: [WriteID], _ reader: StoreReader) throws -> Bool {
+        try entry.dependencies.allSatisfy { id in
+            try Self.contains(batch, id) || inFlight.contains(id) || reader.isSettled(id)
+        }
+    }
+
+    /// Whether `ids`, ascending, holds `id`.
+    static func contains(_ ids: [WriteID], _ id: WriteID) -> Bool {
+        var low = ids.startIndex
+        var high = ids.endIndex
+        while low < high {
+            let middle = low + (high - low) / 2
+            if ids[middle] < id { low = middle + 1 } else { high = middle }
+        }
+        return low < ids.endIndex && ids[low] == id
     }
 
     /// The sendable writes of an atomic group, and what they follow, if each waits only on settled
@@ -192,10 +204,9 @@ struct Planner {
             }
             members.append(id)
         }
-        let memberSet = Set(members)
         var follows = Set<WriteID>()
         for id in members {
-            guard let entry = try reader.entry(id), try isReady(entry, besides: memberSet, reader) else { return nil }
+            guard let entry = try reader.entry(id), try isReady(entry, besides: members, reader) else { return nil }
             follows.formUnion(entry.dependencies)
         }
         return (members, follows)

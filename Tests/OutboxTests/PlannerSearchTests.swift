@@ -1,0 +1,17 @@
+import Testing
+
+@testable import Outbox
+
+/// The planner finds a dependency among the writes of the batch it builds by a binary search over
+/// their ids, which ascend (R4.5: a write may go in the request after what it depends on).
+@Suite struct PlannerSearchTests {
+    @Test func findsEveryIdOfAnAscendingListAndNoOther() {
+        for count in 0...9 {
+            // Odd ids only, so every even id between, before and after them is missing.
+            let ids = (0..<count).map { WriteID(UInt64(2 * $0 + 1)) }
+            for candidate in 0...UInt64(2 * count + 2) {
+                #expect(Planner.contains(ids, WriteID(candidate)) == ids.contains(WriteID(candidate)), "\(count) \(candidate)")
+            }
+        }
+    }
+}
