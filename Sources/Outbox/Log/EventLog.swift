@@ -206,7 +206,7 @@ package final class EventLog: Sendable {
                 let memo = EntryMemo()
                 let result = try withReader(access, memo: memo, body)
                 let snapshot = access.transactionID
-                storeMemory.withLock { $0?.adopt(memo.decoded, asOf: snapshot) }
+                storeMemory.withLock { $0?.adopt(memo, asOf: snapshot) }
                 return (result, snapshot)
             }
         }

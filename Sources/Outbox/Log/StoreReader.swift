@@ -3,20 +3,43 @@ final class GroupWaiting {
     var waiting: [WriteID: Bool] = [:]
 }
 
-/// The verdict table's entries one read transaction has decoded (a snapshot's never change). Bounded:
-/// a scan of a long queue (the report's held counts) starts again past `limit` entries.
+/// The verdict table's entries one read transaction has decoded (a snapshot's never change). A pass
+/// reads consecutive ids, so the memo keeps a run of them in an array, and any other id in a
+/// dictionary. Bounded: a scan of a long queue (the report's held counts) starts again past `limit`
+/// entries.
 final class EntryMemo {
-    /// Every entry decoded so far (nil: the write has none).
-    private(set) var decoded: [WriteID: WriteEntry?] = [:]
+    /// The entries of the ids from `first` on, in order (nil: the write has none).
+    private var run: [WriteEntry?] = []
+    private var first: UInt64 = 0
+    /// The entries of ids outside the run.
+    private var others: [WriteID: WriteEntry?] = [:]
     private static let limit = 1024
 
     func entry(_ id: WriteID, _ read: () throws -> WriteEntry?) rethrows -> WriteEntry? {
-        if let known = decoded[id] { return known }
+        let offset = id.rawValue &- first
+        if offset < UInt64(run.count) { return run[Int(offset)] }
+        if let known = others[id] { return known }
         let found = try read()
-        if decoded.count >= Self.limit { decoded.removeAll(keepingCapacity: true) }
-        decoded[id] = found
+        if run.count + others.count >= Self.limit {
+            run.removeAll(keepingCapacity: true)
+            others.removeAll(keepingCapacity: true)
+        }
+        if run.isEmpty {
+            first = id.rawValue
+            run.reserveCapacity(128)
+        }
+        if id.rawValue &- first == UInt64(run.count) { run.append(found) } else { others[id] = found }
         return found
     }
+
+    /// Calls `body` with every entry decoded so far.
+    func forEachDecoded(_ body: (WriteID, WriteEntry?) -> Void) {
+        for (offset, entry) in run.enumerated() { body(WriteID(first + UInt64(offset)), entry) }
+        for (id, entry) in others { body(id, entry) }
+    }
+
+    /// How many entries it holds.
+    var count: Int { run.count + others.count }
 }
 
 /// Read access to the projections and the log, whether the projections are LMDB's (a read or write

@@ -51,9 +51,9 @@ final class TransactionStore: ProjectionStore {
 
         /// Adds entries a read transaction decoded, when it read the state these entries are of
         /// (`snapshot` is its id) and the room allows.
-        mutating func adopt(_ decoded: [WriteID: WriteEntry?], asOf snapshot: UInt64) {
+        mutating func adopt(_ decoded: EntryMemo, asOf snapshot: UInt64) {
             guard entriesAsOf == snapshot, entries.count + decoded.count <= TransactionStore.limit / 2 else { return }
-            for (id, entry) in decoded where !entries.holds(id) { _ = entries.keep(id, entry, isWritten: true) }
+            decoded.forEachDecoded { id, entry in if !entries.holds(id) { _ = entries.keep(id, entry, isWritten: true) } }
         }
     }
 
