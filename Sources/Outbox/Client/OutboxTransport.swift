@@ -57,31 +57,52 @@ extension OutboxTransport {
 @dynamicMemberLookup
 public struct OutgoingWrite: Hashable, Sendable {
     /// The write's id, unique in its log.
-    public var id: WriteID
+    public var id: WriteID {
+        get { box.fields.id }
+        set { update { $0.id = newValue } }
+    }
     /// The log's origin: with `id`, it names the write however often its key is renewed.
-    public var origin: Origin
+    public var origin: Origin {
+        get { box.fields.origin }
+        set { update { $0.origin = newValue } }
+    }
     /// The key the instance deduplicates it by; the same on every resend.
-    public var idempotencyKey: IdempotencyKey
+    public var idempotencyKey: IdempotencyKey {
+        get { box.fields.idempotencyKey }
+        set { update { $0.idempotencyKey = newValue } }
+    }
     /// The write as queued; its `dependsOn` is every write it must follow (`dependsOn` and same-row
     /// writes), whether or not in this batch.
-    public var write: Write
+    public var write: Write {
+        get { box.fields.write }
+        set { update { $0.write = newValue } }
+    }
     /// The user who made it (the request carries that user's token).
-    public var user: String
+    public var user: String {
+        get { box.fields.user }
+        set { update { $0.user = newValue } }
+    }
     /// When it was queued.
-    public var createdAt: Timestamp
+    public var createdAt: Timestamp {
+        get { box.fields.createdAt }
+        set { update { $0.createdAt = newValue } }
+    }
     /// Whether an earlier attempt sent it: its outcome may be unknown, so the instance may have
     /// applied it already (a delete that now finds no row is then accepted, replayed). Told for
     /// deletes; false for the other operations.
-    public var isResend = false
+    public var isResend: Bool {
+        get { box.fields.isResend }
+        set { update { $0.isResend = newValue } }
+    }
 
     /// One of the write's fields.
-    @inlinable public subscript<Value>(dynamicMember field: WritableKeyPath<Write, Value>) -> Value {
-        get { write[keyPath: field] }
-        set { write[keyPath: field] = newValue }
+    public subscript<Value>(dynamicMember field: WritableKeyPath<Write, Value>) -> Value {
+        get { box.fields.write[keyPath: field] }
+        set { update { $0.write[keyPath: field] = newValue } }
     }
 
     /// One of the write's read-only fields (`keyJSON`, `bodyIsObject`, …).
-    @inlinable public subscript<Value>(dynamicMember field: KeyPath<Write, Value>) -> Value { write[keyPath: field] }
+    public subscript<Value>(dynamicMember field: KeyPath<Write, Value>) -> Value { box.fields.write[keyPath: field] }
 
     /// A write as a transport receives it (tests of custom transports make their own).
     public init(
@@ -101,12 +122,42 @@ public struct OutgoingWrite: Hashable, Sendable {
         id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, write: Write, user: String = "",
         createdAt: Timestamp = Timestamp(milliseconds: 0)
     ) {
-        self.id = id
-        self.origin = origin
-        self.idempotencyKey = idempotencyKey
-        self.write = write
-        self.user = user
-        self.createdAt = createdAt
+        box = Box(
+            Fields(
+                id: id, origin: origin, idempotencyKey: idempotencyKey, write: write, user: user, createdAt: createdAt,
+                isResend: false))
+    }
+
+    /// Whether the two are the same write with the same fields.
+    public static func == (a: OutgoingWrite, b: OutgoingWrite) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
+
+    /// Hashes the fields.
+    public func hash(into hasher: inout Hasher) { hasher.combine(box.fields) }
+
+    // The fields are boxed: a write is copied from the plan into its request and on to the transport
+    // several times a send, and a copy of the box is one retain, where a copy of the fields retains
+    // each string, array and canonical text. A box never changes: a change makes a new one.
+    private struct Fields: Hashable, Sendable {
+        var id: WriteID
+        var origin: Origin
+        var idempotencyKey: IdempotencyKey
+        var write: Write
+        var user: String
+        var createdAt: Timestamp
+        var isResend: Bool
+    }
+
+    private final class Box: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    private mutating func update(_ change: (inout Fields) -> Void) {
+        var fields = box.fields
+        change(&fields)
+        box = Box(fields)
     }
 }
 

@@ -425,7 +425,7 @@ struct Pass: Sendable {
             switch made {
             case .write(var write):
                 // A write released meanwhile goes under its fresh key (R3.1).
-                write.idempotencyKey = entry.idempotencyKey
+                if write.idempotencyKey != entry.idempotencyKey { write.idempotencyKey = entry.idempotencyKey }
                 outgoing.append(write)
             case .unmade(let reason):
                 unmade.append((id, reason))
