@@ -1,5 +1,8 @@
 /// The instance's answer to one write of a request, as received.
-public enum WriteVerdict: Hashable, Sendable {
+// Indirect: a case's payload (a refusal, a failure's texts) is boxed, so a verdict is a word, and the
+// answers a pass copies from the transport through the decision cost a retain each, not a copy of
+// the largest payload (what `WriteState`'s failure cases do for the verdict table's entries).
+public indirect enum WriteVerdict: Hashable, Sendable {
     /// Applied as sent.
     case accepted
     /// Applied over newer changes to other fields; these fields were overwritten.
