@@ -1,10 +1,12 @@
 internal import COutboxLMDB
 
-/// A cursor for lookups by key that come mostly in key order, as a planner reads consecutive write ids
-/// or a reader follows a run of records: a lookup of a key a few entries past the last one found steps
-/// to it (`MDB_NEXT`, within a page) instead of searching from the root as `mdb_get` does, which costs
-/// several times more. Any other lookup searches (`MDB_SET_RANGE`). Either way it finds what `mdb_get`
-/// would find, in a write transaction too, whose puts and deletes LMDB adjusts its cursors for.
+/// A cursor for lookups, puts and deletes by key that come mostly in key order, as a planner reads
+/// consecutive write ids, a reader follows a run of records, or a write transaction writes its changes
+/// out in key order: a key a few entries past the last one reached is stepped to (`MDB_NEXT`, within a
+/// page) instead of searched for from the root as `mdb_get` and `mdb_put` do, which costs several times
+/// more, and a value rewritten at its own size is overwritten in place (`MDB_CURRENT`). Any other key
+/// is searched for (`MDB_SET_RANGE`). Either way it finds and stores what `mdb_get` and `mdb_put`
+/// would, in a write transaction too, whose other puts and deletes LMDB adjusts its cursors for.
 ///
 /// Opened by `withLookupCursor`, which closes it when its closure returns; a lookup after that throws
 /// `LMDBError` (`closed`). The C cursor is opened by the first lookup, so a transaction that looks
@@ -53,6 +55,74 @@ public final class LookupCursor<Keys: KeyCodec, Values: ValueCodec> {
     /// there is none.
     public func withValue<R>(key: UnsafeRawBufferPointer, _ body: (RawSpan) throws -> R) throws -> R? {
         let handle = try open()
+        guard let value = try move(handle, to: key) else { return nil }
+        return try withBorrowedSpan(value, body)
+    }
+
+    /// Stores `value` under `key`, encoded into LMDB's page: in place when the key is there and the
+    /// value keeps its size. With `appending`, the key must be past every key of the table
+    /// (`MDB_APPEND`: no search, and the cursor stays at the end for the next).
+    @inlinable
+    public func put(_ key: Keys.Key, _ value: Values.Value, appending: Bool = false) throws {
+        try Keys.withStoredBytes(of: key) { stored in
+            try put(key: stored, reserving: Values.storedCount(of: value, key: stored), appending: appending) {
+                Values.encode(value, key: stored, into: $0)
+            }
+        }
+    }
+
+    /// Stores `count` bytes under the key whose stored bytes are `key`, which `fill` writes straight into
+    /// LMDB's page (`MDB_RESERVE`); `fill` must write every byte and may not touch the transaction. See
+    /// `put(_:_:appending:)`. In a write transaction only.
+    public func put(
+        key: UnsafeRawBufferPointer, reserving count: Int, appending: Bool,
+        _ fill: (UnsafeMutableRawBufferPointer) throws -> Void
+    ) throws {
+        let handle = try open()
+        if key.count > 511 { throw LMDBError(.keyTooLong(key.count), path: path) }
+        var flags = UInt32(MDB_RESERVE)
+        if appending {
+            flags |= UInt32(MDB_APPEND)
+        } else if try move(handle, to: key) != nil {
+            flags |= UInt32(MDB_CURRENT)
+        }
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: count, mv_data: nil)
+        try check(mdb_cursor_put(handle, &k, &v, flags), "mdb_cursor_put(\(database.name))", path: path)
+        positioned = true
+        try fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+    }
+
+    /// Removes `key`; returns whether it was there. In a write transaction only.
+    @inlinable @discardableResult
+    public func delete(_ key: Keys.Key) throws -> Bool {
+        try Keys.withStoredBytes(of: key) { try delete(key: $0) }
+    }
+
+    /// Removes the key whose stored bytes are `key`; returns whether it was there.
+    @discardableResult
+    public func delete(key: UnsafeRawBufferPointer) throws -> Bool {
+        let handle = try open()
+        guard try move(handle, to: key) != nil else { return false }
+        try check(mdb_cursor_del(handle, 0), "mdb_cursor_del(\(database.name))", path: path)
+        return true
+    }
+
+    /// Calls `body` with the table's last key, and leaves the cursor there; nil when the table is empty.
+    public func withLastKey<R>(_ body: (RawSpan) throws -> R) throws -> R? {
+        let handle = try open()
+        var key = MDB_val()
+        var value = MDB_val()
+        let rc = mdb_cursor_get(handle, &key, &value, MDB_LAST)
+        positioned = rc == 0
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc, "mdb_cursor_get(\(database.name))", path: path)
+        return try withBorrowedSpan(key, body)
+    }
+
+    /// Moves the cursor to `key` and returns the value there, or nil when the key is not there (the
+    /// cursor then stands near it, or nowhere).
+    private func move(_ handle: OpaquePointer, to key: UnsafeRawBufferPointer) throws -> MDB_val? {
         var wanted = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var foundKey = MDB_val()
         var value = MDB_val()
@@ -60,7 +130,7 @@ public final class LookupCursor<Keys: KeyCodec, Values: ValueCodec> {
             var steps = 0
             while true {
                 let order = mdb_cmp(transaction, database.dbi, &foundKey, &wanted)
-                if order == 0 { return try withBorrowedSpan(value, body) }
+                if order == 0 { return value }
                 // Past the key after a step: it is not there. Past it before any step: search.
                 if order > 0 { if steps > 0 { return nil } else { break } }
                 guard steps < Self.maxSteps else { break }
@@ -84,8 +154,7 @@ public final class LookupCursor<Keys: KeyCodec, Values: ValueCodec> {
         }
         try check(rc, "mdb_cursor_get(\(database.name))", path: path)
         positioned = true
-        guard mdb_cmp(transaction, database.dbi, &foundKey, &wanted) == 0 else { return nil }
-        return try withBorrowedSpan(value, body)
+        return mdb_cmp(transaction, database.dbi, &foundKey, &wanted) == 0 ? value : nil
     }
 }
 

@@ -107,6 +107,64 @@ import Testing
         }
     }
 
+    @Test func putsAndDeletesThroughItLeaveWhatPointPutsAndDeletesLeave() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path, databases: ["cursor", "points"])
+            let viaCursor = Names(env.database("cursor"))
+            let viaPoints = Names(env.database("points"))
+            for seed in 1...10 as ClosedRange<UInt64> {
+                var random = SplitMix(seed: seed)
+                var found: [String?] = []
+                var expected: [String?] = []
+                // Several transactions a seed: each starts from what the one before committed.
+                for _ in 0..<4 {
+                    try env.write { txn in
+                        try txn.withLookupCursor(viaCursor) { cursor in
+                            // The greatest key stored: a put past it may append.
+                            var greatest = try txn.withCursor(viaPoints.database) { c in
+                                try c.last { key, _ in key.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self).bigEndian } }
+                            }
+                            var key: UInt64 = random.next() % 40
+                            for _ in 0..<300 {
+                                key = random.next() % 8 == 0 ? random.next() % 90 : key + random.next() % 3
+                                if key > 90 { key = 0 }
+                                switch random.next() % 8 {
+                                case 0, 1:
+                                    // Same size as "name N" for N < 100 ("same" + 2 digits), or longer.
+                                    let value = random.next() % 2 == 0 ? "same \(key % 10)\(key % 7)" : "longer value \(key)"
+                                    let past = greatest.map { key > $0 } ?? true
+                                    try cursor.put(key, value, appending: past && random.next() % 2 == 0)
+                                    try txn.put(viaPoints, key, value)
+                                    greatest = max(greatest ?? key, key)
+                                case 2:
+                                    #expect(try cursor.delete(key) == (try txn.delete(viaPoints, key)), "seed \(seed) key \(key)")
+                                default:
+                                    found.append(try cursor.get(key))
+                                    expected.append(try txn.get(viaPoints, key))
+                                }
+                            }
+                        }
+                    }
+                }
+                #expect(found == expected, "seed \(seed)")
+                let (written, pointWritten) = try env.read { txn in
+                    (try Self.contents(txn, viaCursor), try Self.contents(txn, viaPoints))
+                }
+                #expect(written == pointWritten, "seed \(seed)")
+            }
+        }
+    }
+
+    /// Every key of `table` followed by its value, in order.
+    private static func contents(_ txn: borrowing ReadTransaction, _ table: Names) throws -> [[UInt8]] {
+        var entries: [[UInt8]] = []
+        try txn.forEach(table.database, prefix: []) { key, value in
+            entries.append(key.copiedBytes + value.copiedBytes)
+            return true
+        }
+        return entries
+    }
+
     /// Aborts a write transaction, leaving the table as it was for the next seed.
     private struct Discard: Error {}
 

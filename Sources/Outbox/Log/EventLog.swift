@@ -154,18 +154,21 @@ package final class EventLog: Sendable {
         let access = txn.unsafeAccess
         let log = tables.log
         let last = try Self.lastSequence(access, log.database, path: path) ?? 0
-        return try TransactionStore.Lookups.with(access, tables) { lookups in
-            let store = TransactionStore(
-                access: access, tables: tables, lookups: lookups, memory: storeMemory.withLock { $0.take() } ?? .init())
-            var appender = Appender(
-                time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
-                transactionID: access.transactionID,
-                putRecord: { recorded in try access.put(log, recorded.sequence, recorded, options: .append) }
-            )
-            let result = try body(&appender)
-            let memory = store.releaseMemory(transaction: access.transactionID, appended: !appender.appended.isEmpty)
-            storeMemory.withLock { $0 = memory }
-            return result
+        // Records are appended through one cursor, which stays at the log's end: no search a record.
+        return try access.withLookupCursor(log) { records in
+            try TransactionStore.Lookups.with(access, tables) { lookups in
+                let store = TransactionStore(
+                    access: access, tables: tables, lookups: lookups, memory: storeMemory.withLock { $0.take() } ?? .init())
+                var appender = Appender(
+                    time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
+                    transactionID: access.transactionID,
+                    putRecord: { recorded in try records.put(recorded.sequence, recorded, appending: true) }
+                )
+                let result = try body(&appender)
+                let memory = store.releaseMemory(transaction: access.transactionID, appended: !appender.appended.isEmpty)
+                storeMemory.withLock { $0 = memory }
+                return result
+            }
         }
     }
 

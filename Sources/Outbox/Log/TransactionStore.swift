@@ -210,14 +210,14 @@ final class TransactionStore: ProjectionStore {
         case .writes:
             let keeping = keepingEntries && entries.count <= Self.limit / 2
             if !keeping { heldCount -= entries.count }
-            try entries.write(to: tables.entries, access, keepingSlots: keeping)
+            try entries.write(through: lookups.entries, keepingSlots: keeping)
         case .meta:
             heldCount -= counters.count + held[table.index].count
-            try counters.write(to: tables.counters, access)
-            try held[table.index].write(to: tables.bytes(table), access)
+            try counters.write(through: lookups.counters)
+            try held[table.index].write(through: lookups.bytes[table.index])
         default:
             heldCount -= held[table.index].count
-            try held[table.index].write(to: tables.bytes(table), access)
+            try held[table.index].write(through: lookups.bytes[table.index])
         }
     }
 
@@ -330,7 +330,7 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
     /// value encoded into its page, then forgets every slot. The slots are nearly in order already: the
     /// stable sort merges their runs.
     mutating func write<Keys: KeyCodec, Values: ValueCodec>(
-        to table: Table<Keys, Values>, _ access: WriteAccess, keepingSlots: Bool = false
+        through cursor: LookupCursor<Keys, Values>, keepingSlots: Bool = false
     ) throws where Keys.Key == K, Values.Value == Value {
         defer { if keepingSlots { markWritten() } else { removeAll() } }
         guard changed > 0 else { return }
@@ -338,8 +338,9 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
         order.reserveCapacity(changed)
         for position in slots.indices where !slots[position].isWritten { order.append(position) }
         order.sort { K.precedes(slots[$0].key, slots[$1].key) }
-        // The keys go in ascending order: once one is past the table's last key, so is every one after.
-        let last = try access.withCursor(table.database) { cursor in try cursor.last { key, _ in key.copiedBytes } }
+        // The keys go in ascending order, through one cursor: a key after the last one written is a step
+        // away, and once one is past the table's last key, so is every one after (appended).
+        let last = try cursor.withLastKey { $0.copiedBytes }
         var appending = last == nil
         for position in order {
             try Keys.withStoredBytes(of: slots[position].key) { key in
@@ -347,10 +348,12 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
                     appending = last.withUnsafeBufferPointer { StoreKey.precedes($0, key.assumingMemoryBound(to: UInt8.self)) }
                 }
                 guard let value = slots[position].value else {
-                    try access.delete(table.database, key: key)
+                    try cursor.delete(key: key)
                     return
                 }
-                try access.put(table, storedKey: key, value, options: appending ? .append : [])
+                try cursor.put(key: key, reserving: Values.storedCount(of: value, key: key), appending: appending) {
+                    Values.encode(value, key: key, into: $0)
+                }
             }
         }
     }
