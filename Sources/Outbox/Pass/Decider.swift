@@ -79,8 +79,13 @@ enum Decider {
     private static func decideEach(_ input: Input, entry: (WriteID) throws -> WriteEntry?) throws -> Decision {
         var decision = Decision()
         var entries: [(WriteID, WriteEntry)] = []
+        // The entry of each write, by position: nil for a write no longer in the queue.
+        var found: [WriteEntry?] = []
+        found.reserveCapacity(input.writes.count)
         for id in input.writes {
-            if let found = try entry(id) { entries.append((id, found)) }
+            let entry = try entry(id)
+            found.append(entry)
+            if let entry { entries.append((id, entry)) }
         }
         // The planner sends an atomic group alone (R4.5), so the batch is one when its writes share one.
         let group = entries.first?.1.atomicGroup
@@ -95,8 +100,10 @@ enum Decider {
                 decision.next = .stop(PassFailure(kind: .protocol))
                 return decision
             }
-            let byId = Dictionary(zip(input.writes, answers), uniquingKeysWith: { first, _ in first })
-            let answered = entries.map { ($0.0, $0.1, byId[$0.0]!) }
+            // The answers line up with the request's writes, one each.
+            let answered = zip(input.writes.indices, answers).compactMap { index, answer in
+                found[index].map { (input.writes[index], $0, answer) }
+            }
             if isAtomic {
                 decideGroup(answered, input, into: &decision)
             } else {
