@@ -64,10 +64,15 @@ public final class LookupCursor<Keys: KeyCodec, Values: ValueCodec> {
     /// (`MDB_APPEND`: no search, and the cursor stays at the end for the next).
     @inlinable
     public func put(_ key: Keys.Key, _ value: Values.Value, appending: Bool = false) throws {
-        try Keys.withStoredBytes(of: key) { stored in
-            try put(key: stored, reserving: Values.storedCount(of: value, key: stored), appending: appending) {
-                Values.encode(value, key: stored, into: $0)
-            }
+        try Keys.withStoredBytes(of: key) { try put(storedKey: $0, value, appending: appending) }
+    }
+
+    /// Stores `value` under the key whose stored bytes are `key`, encoded into LMDB's page; see
+    /// `put(_:_:appending:)`.
+    @inlinable
+    public func put(storedKey key: UnsafeRawBufferPointer, _ value: Values.Value, appending: Bool = false) throws {
+        try put(key: key, reserving: Values.storedCount(of: value, key: key), appending: appending) {
+            Values.encode(value, key: key, into: $0)
         }
     }
 

@@ -351,9 +351,7 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
                     try cursor.delete(key: key)
                     return
                 }
-                try cursor.put(key: key, reserving: Values.storedCount(of: value, key: key), appending: appending) {
-                    Values.encode(value, key: key, into: $0)
-                }
+                try cursor.put(storedKey: key, value, appending: appending)
             }
         }
     }

@@ -78,15 +78,9 @@ enum Decider {
 
     private static func decideEach(_ input: Input, entry: (WriteID) throws -> WriteEntry?) throws -> Decision {
         var decision = Decision()
-        var entries: [(WriteID, WriteEntry)] = []
         // The entry of each write, by position: nil for a write no longer in the queue.
-        var found: [WriteEntry?] = []
-        found.reserveCapacity(input.writes.count)
-        for id in input.writes {
-            let entry = try entry(id)
-            found.append(entry)
-            if let entry { entries.append((id, entry)) }
-        }
+        let found = try input.writes.map(entry)
+        let entries = zip(input.writes, found).compactMap { id, entry in entry.map { (id, $0) } }
         // The planner sends an atomic group alone (R4.5), so the batch is one when its writes share one.
         let group = entries.first?.1.atomicGroup
         let isAtomic = input.writes.count > 1 && group != nil && entries.allSatisfy { $0.1.atomicGroup == group }
