@@ -127,6 +127,32 @@ import Testing
         }
     }
 
+    /// A compacted log of layout 14, whose entries note no recent events: made at 624eaed by alice's
+    /// list 1 (refused, then resent and its answer lost) and todos 2 and 3 (accepted and taken), then
+    /// todo 4; compacted; then todo 5. Read into this layout, write 1's history is its index keys and its
+    /// entry, whose recent events start empty; its next events are noted there (R8.3, R8.5).
+    static let layout14 = LogFixture("layout14-compacted")
+
+    @Test func aCompactedLogOfLayout14KeepsEveryHistoryAsItNotesNewEvents() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await Self.open(Self.layout14, at: path, histories: [1, 2, 4])
+            let before = try client.log.history(of: 1).map(\.sequence)
+            #expect(try client.log.read { try $0.entry(1) }?.recent.isEmpty == true)
+            #expect(try await client.verify().isOK)
+
+            try await client.settleSession(user: "alice", accessToken: nil)
+            #expect(try await client.sync().syncedCount == 3, "1, 4 and 5")
+            let after = try client.log.history(of: 1)
+            #expect(Array(after.map(\.sequence).prefix(before.count)) == before)
+            #expect(after.dropFirst(before.count).map(\.event.type) == [.attemptStarted, .answerReceived, .verdictsRecorded])
+            #expect(try await client.queue.takeAnswered().map(\.id) == [1, 4, 5])
+            #expect(try client.log.history(of: 1).dropLast().map(\.sequence) == after.map(\.sequence))
+            try await client.rebuild()
+            #expect(try await client.verify().isOK)
+            client.close()
+        }
+    }
+
     /// Opens a copy of `fixture`'s log at `path` and checks that its log and the histories of the
     /// writes `histories` read as the build that made it printed them.
     static func open(_ fixture: LogFixture, at path: String, histories: [Int]) async throws -> OutboxClient {

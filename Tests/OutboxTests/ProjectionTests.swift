@@ -124,28 +124,80 @@ import Testing
         }
     }
 
-    // R8.3: a drained write's answer and verdict are indexed with the attempt they answer: the index
-    // holds one entry for the three, whose value is the answer's and the verdict's offsets from the
-    // attempt. The history still lists every event, and a rebuild indexes the same bytes (R8.2).
-    @Test func aVerdictIsIndexedWithItsAnswer() async throws {
+    /// The history index's entries of write `id`: each key's sequence and its offsets' bytes.
+    static func indexEntries(_ log: EventLog, _ id: WriteID) throws -> [(sequence: UInt64, offsets: [UInt8])] {
+        try log.environment.read { txn in
+            var entries: [(sequence: UInt64, offsets: [UInt8])] = []
+            try txn.forEach(log.environment.database("history"), prefix: StoreKey.bytes(id: id.rawValue)) { key, value in
+                entries.append((try StoreKey.readBigEndian(key, at: 8), value.copiedBytes))
+                return true
+            }
+            return entries
+        }
+    }
+
+    // R8.3: a drained write's attempt, answer and verdict are noted in its entry, which the verdict
+    // rewrites at its size: the history index holds nothing for it. Taken, its whole history goes to
+    // the index under one key, its `writeQueued`'s, with the others as offsets. The history lists every
+    // event throughout, and a rebuild stores the same bytes (R8.2).
+    @Test func aDrainedWriteCostsTheIndexNothingUntilItLeaves() async throws {
         try await TemporaryFolder.with { path in
             let client = try await openClient(path, transport: SimulatedInstance())
             let ids = try await client.enqueue(contentsOf: [todo(1), todo(2), todo(3)])
+            let pending = try #require(try client.log.read { try $0.entry(ids[1]) })
             try await client.sync()
-            let history = try client.log.environment.read { txn in
-                var entries: [(sequence: UInt64, offsets: [UInt8])] = []
-                try txn.forEach(client.log.environment.database("history"), prefix: StoreKey.bytes(id: ids[1].rawValue)) {
-                    key, value in
-                    entries.append((try StoreKey.readBigEndian(key, at: 8), value.copiedBytes))
-                    return true
-                }
-                return entries
-            }
-            try #require(history.map(\.offsets) == [[1, 2]])
+            let entry = try #require(try client.log.read { try $0.entry(ids[1]) })
+            #expect(entry.encode(id: ids[1]).count == pending.encode(id: ids[1]).count, "rewritten in place")
+            #expect(try Self.indexEntries(client.log, ids[1]).isEmpty)
             let events = try await client.history(of: ids[1])
             #expect(events.map(\.event.type) == [.writeQueued, .attemptStarted, .answerReceived, .verdictsRecorded])
-            #expect(
-                events.dropFirst().map(\.sequence) == [history[0].sequence, history[0].sequence + 1, history[0].sequence + 2])
+            #expect(entry.recent.sequences(after: entry.queuedSequence) == events.dropFirst().map(\.sequence))
+            let incremental = try Self.projectionBytes(client.log)
+            try client.log.rebuild()
+            #expect(try Self.projectionBytes(client.log) == incremental)
+
+            #expect(try await client.queue.takeAnswered().count == 3)
+            let taken = try await client.history(of: ids[1]).map(\.sequence)
+            let index = try Self.indexEntries(client.log, ids[1])
+            #expect(index.map(\.sequence) == [taken[0]])
+            #expect(index.first?.offsets == taken.dropFirst().map { UInt8($0 - taken[0]) })
+            #expect(try client.log.verify().isOK)
+        }
+    }
+
+    // R8.3: events that do not fit in an entry's width, and an attempt noted at its answer after an
+    // event that came meanwhile, move the events noted so far to the index: nothing is lost or listed
+    // twice, and a rebuild stores the same bytes (R8.2).
+    @Test func eventsBeyondTheEntrysWidthGoToTheIndex() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let id = try await client.enqueue(todo(1))
+            var expected = try client.log.history(of: id).map(\.sequence)
+            for _ in 0..<12 {
+                expected += try await client.log.append { appender in
+                    [try appender.append(.batchAborted(BatchAborted(passId: 1, writes: [id]))).sequence]
+                }
+            }
+            // An attempt, then an event naming the write before the attempt's answer notes the attempt.
+            expected += try await client.log.append { appender in
+                [
+                    try appender.append(
+                        .attemptStarted(
+                            AttemptStarted(passId: 1, writes: [.init(id: id, idempotencyKey: IdempotencyKey(high: 1, low: 1))]))
+                    ).sequence,
+                    try appender.append(.batchAborted(BatchAborted(passId: 1, writes: [id]))).sequence,
+                ]
+            }
+            let answered = try await client.log.append { appender in
+                try appender.append(
+                    .answerReceived(AnswerReceived(passId: 1, writes: [id], answer: .answered([WriteAnswer(.accepted)])))
+                ).sequence
+            }
+            expected.append(answered)
+            #expect(try client.log.history(of: id).map(\.sequence) == expected)
+            #expect(try Self.indexEntries(client.log, id).count >= 2, "twelve events and more do not fit in eight bytes")
+            let entry = try #require(try client.log.read { try $0.entry(id) })
+            #expect(entry.recent.sequences(after: entry.queuedSequence).last == answered)
             let incremental = try Self.projectionBytes(client.log)
             try client.log.rebuild()
             #expect(try Self.projectionBytes(client.log) == incremental)

@@ -143,12 +143,19 @@ struct ProjectionState: Hashable, Sendable {
             throw DecodeFailure("a snapshot of layout \(layout), which this build does not read")
         }
         // `decode` took only the numbers of the state's layout. Layout 13's tables are this one's: it
-        // indexed every attempt at once, where this one keeps the last aside until its answer, and
+        // indexed every attempt at once, where later ones keep the last aside until its answer, and
         // such a snapshot has no attempt aside.
-        guard layout < 13 else {
-            return entries.map { (ProjectionTable.allCases[Int($0.tableNumber)], $0.key, $0.value) }
+        let tables =
+            layout < 13
+            ? try Self.fromOlder(entries, layout: layout)
+            : entries.map { (table: ProjectionTable.allCases[Int($0.tableNumber)], key: $0.key, value: $0.value) }
+        guard layout < 15 else { return tables }
+        // Before layout 15 an entry noted no recent events: the index held them all.
+        return try tables.map { entry in
+            guard entry.table == .writes, entry.key.count == 8 else { return entry }
+            let id = WriteID(entry.key.withUnsafeBytes { StoreKey.readBigEndian($0) })
+            return (entry.table, entry.key, try WriteEntry.decode(entry.value, id: id, layout: layout).encode(id: id))
         }
-        return try Self.fromOlder(entries, layout: layout)
     }
 
     /// The entries of a snapshot of an older layout in this one. Layouts 10 and 11 listed every
@@ -191,7 +198,9 @@ struct ProjectionState: Hashable, Sendable {
                 result.append((table, entry.key, entry.value))
             }
         }
-        func entryOf(_ id: WriteID) throws -> WriteEntry? { try stored[id].map { try WriteEntry.decode($0, id: id) } }
+        func entryOf(_ id: WriteID) throws -> WriteEntry? {
+            try stored[id].map { try WriteEntry.decode($0, id: id, layout: layout) }
+        }
         for (user, var counters) in counts {
             if layout < 12 {
                 counters.sendFrom = nextWriteID

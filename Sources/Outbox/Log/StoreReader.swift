@@ -121,8 +121,8 @@ struct StoreReader {
     }
 
     /// The sequence numbers of the events that touched `id`, in order (R8.3): the history index, the
-    /// attempt awaiting its answer when it names the write, and the write's `writeQueued` from its entry
-    /// while the queue holds it.
+    /// attempt awaiting its answer when it names the write, and while the queue holds the write, its
+    /// `writeQueued` and its recent events from its entry.
     func historySequences(of id: WriteID) throws -> [UInt64] {
         var result: [UInt64] = []
         try scan(.history, StoreKey.bytes(id: id.rawValue), nil) { key, value in
@@ -143,16 +143,21 @@ struct StoreReader {
             return true
         }
         if let attempt = try unansweredAttempt(), attempt.names(id) { result.append(attempt.sequence) }
-        if let queued = try entry(id)?.queuedSequence { result.append(queued) }
+        if let entry = try entry(id) {
+            result.append(entry.queuedSequence)
+            result += entry.recent.sequences(after: entry.queuedSequence)
+        }
         // An entry's offsets may pass the events of the write's next entries (a withdraw while its
         // request was out comes between the attempt and its answer).
         result.sort()
         return zip(result.indices, result).compactMap { $0 > 0 && result[$0 - 1] == $1 ? nil : $1 }
     }
 
-    /// Whether the history index holds any event of `id` (a pending write's index holds its attempts
-    /// and answers, not its `writeQueued`), or the attempt awaiting its answer names it: one key read.
+    /// Whether any event but its `writeQueued` names `id`: its entry's recent events, the history index
+    /// (which holds a pending write's events that did not fit there, never its `writeQueued`), or the
+    /// attempt awaiting its answer.
     func hasIndexedHistory(_ id: WriteID) throws -> Bool {
+        if try entry(id)?.recent.isEmpty == false { return true }
         var found = false
         try scan(.history, StoreKey.bytes(id: id.rawValue), nil) { _, _ in
             found = true

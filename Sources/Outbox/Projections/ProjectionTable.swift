@@ -21,10 +21,11 @@ package enum ProjectionTable: String, CaseIterable, Sendable {
     /// mark to `Counters.answeredTo`; a write answered below the mark (a late answer) is listed here,
     /// so the mark never moves back over the writes taken since.
     case answered
-    /// Write id, sequence → the offsets (varints) of the later events indexed with it, usually none: the
-    /// per-write history index (R8.3). A write's verdict on an answer is indexed with the answer. A
-    /// write's `writeQueued` is in it once the write has left the queue; until then its entry in
-    /// `writes` keeps that sequence.
+    /// Write id, sequence → the offsets (varints) of the later events indexed with it: the per-write
+    /// history index (R8.3). While the queue holds a write, its entry in `writes` keeps its
+    /// `writeQueued`'s sequence and its latest events (`RecentEvents`); when it leaves, they go here
+    /// under one key, the `writeQueued`'s. The events of a write that do not fit in its entry, and those
+    /// naming a write the queue does not hold, have keys of their own.
     case history
     /// `RowKey` → the ids of one user's writes to one (table, key), as of the last write queued to
     /// it: readers skip the settled ones, and the next write to the row drops them (R2.2).
@@ -77,4 +78,4 @@ enum MetaKey {
 let retiredProjectionDatabases = ["counters", "pending"]
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 14
+let projectionLayoutVersion: UInt64 = 15

@@ -4,86 +4,71 @@
 /// Events carry their outcomes (a `verdictRecorded` says the new state; a withdraw's dependents get
 /// their own `verdictRecorded`), so the fold decides nothing and needs only point reads. It is total:
 /// an event naming a write the queue does not hold changes nothing but the history index.
+///
+/// Every event naming a write is in the write's history exactly once (R8.3): noted among its entry's
+/// recent events while the queue holds it (`RecentEvents`), else under a history index key of its own.
+/// An entry's recent events go to the index under one key when the write leaves the queue, with its
+/// `writeQueued`, or earlier when they do not fit. The attempt awaiting its answer is kept aside
+/// (`UnansweredAttempt`) and noted with its answer, so that its commit writes no entry.
 struct Projector<Store: ProjectionStore> {
     var store: Store
-    /// The last `answerReceived` folded and the verdict events right after it, which share its entries
-    /// in the history index.
-    private var answerRun: AnswerRun?
-
-    init(store: Store) { self.store = store }
 
     mutating func apply(_ recorded: RecordedEvent) throws {
-        // The history index lists every event naming a write but the `writeQueued` that queued it: the
-        // verdict table keeps that sequence while the queue holds the write, and the index gets it when
-        // the write leaves (`remove`). A new write costs the log, its entry and its row's slot (R8.3).
         if case .writeQueued(let queued) = recorded.event, try isNew(queued.id) {
-            answerRun = nil
             return try queue(queued, at: recorded.sequence)
         }
-        try index(recorded)
         try fold(recorded)
     }
 
-    /// Notes `recorded` in the history index of each write it names.
-    private mutating func index(_ recorded: RecordedEvent) throws {
-        // The verdicts on an answer follow it in the log, in the transaction that records it, and the
-        // attempt it answers is kept aside until then (`UnansweredAttempt`). A write's answer and its
-        // verdict there are indexed in the attempt's entry for the write, (id, the attempt's sequence),
-        // whose value lists the later sequences as varint offsets: a drained write costs the index one
-        // entry a request, not one an event. A write the answer names but the attempt does not has the
-        // answer's entry instead. The run is the log's own order, so a rebuild (one fold of the whole
-        // log) indexes exactly as the appends did.
-        var run = answerRun
-        answerRun = nil
-        switch recorded.event {
-        case .attemptStarted(let attempt):
-            try indexUnansweredAttempt(answeredBy: nil)
-            let unanswered = UnansweredAttempt(sequence: recorded.sequence, writes: attempt.writeIDs)
-            return try store.set(.meta, MetaKey.unansweredAttempt, unanswered.encoded)
-        case .answerReceived(let answer):
-            let attempt = try indexUnansweredAttempt(answeredBy: answer.writes)
-            answerRun = AnswerRun(sequence: recorded.sequence, writes: answer.writes, attempt: attempt, last: recorded.sequence)
-            run = answerRun
-        case .verdictRecorded, .verdictsRecorded:
-            if run?.last == recorded.sequence &- 1 {
-                run?.last = recorded.sequence
-                answerRun = run
-            } else {
-                run = nil
-            }
-        default:
-            run = nil
-        }
-        let ids = recorded.event.writeIDs
-        // Once per write, though an event may name one twice; ids in ascending order (a batch's) cannot.
-        let ascending = zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }
-        for (position, id) in ids.enumerated() where ascending || position == 0 || !ids[..<position].contains(id) {
-            if run != nil, let base = answerRun!.entrySequence(of: id), base != recorded.sequence {
-                let key = StoreKey.pair(id.rawValue, base)
-                var offsets = ByteWriter(capacity: 4)
-                // The answer starts the attempt's entry: nothing wrote it while the attempt was aside.
-                if recorded.sequence != answerRun!.sequence { offsets.raw(try store.value(.history, key) ?? []) }
-                offsets.varint(recorded.sequence - base)
-                try store.set(.history, key, offsets.bytes)
-            } else {
-                try store.set(.history, StoreKey.pair(id.rawValue, recorded.sequence), [])
+    /// Ends the attempt kept aside, if there is one, noting it in the history of each of its writes;
+    /// with it, for the writes `answer` names, the answer at `sequence`, in one change of their entry.
+    private mutating func endUnansweredAttempt(answer: [WriteID] = [], at sequence: UInt64 = 0) throws {
+        let attempt = try store.value(.meta, MetaKey.unansweredAttempt).map { try UnansweredAttempt.decode($0) }
+        if attempt != nil { try store.remove(.meta, MetaKey.unansweredAttempt) }
+        let answered = UnansweredAttempt(sequence: sequence, writes: answer)
+        if let attempt {
+            for id in attempt.writes {
+                try note(answered.names(id) ? [attempt.sequence, sequence] : [attempt.sequence], of: id)
             }
         }
+        for id in answered.writes where attempt?.names(id) != true { try note([sequence], of: id) }
     }
 
-    /// Ends the attempt kept aside, if there is one: the history index gets an entry of its own for
-    /// each of its writes, but for those `answered` names (which the answer's run indexes). Returns it.
-    @discardableResult
-    private mutating func indexUnansweredAttempt(answeredBy answered: [WriteID]?) throws -> UnansweredAttempt? {
-        guard let bytes = try store.value(.meta, MetaKey.unansweredAttempt) else { return nil }
-        let attempt = try UnansweredAttempt.decode(bytes)
-        try store.remove(.meta, MetaKey.unansweredAttempt)
-        if let answered, answered == attempt.writes { return attempt }
-        let answer = answered.map { UnansweredAttempt(sequence: 0, writes: $0) }
-        for id in attempt.writes where answer?.names(id) != true {
-            try store.set(.history, StoreKey.pair(id.rawValue, attempt.sequence), [])
+    /// `ids` with each once, in their order (a batch's ids ascend: they are returned as they are).
+    private static func onceEach(_ ids: [WriteID]) -> [WriteID] {
+        if zip(ids, ids.dropFirst()).allSatisfy({ $0 < $1 }) { return ids }
+        var seen = Set<WriteID>()
+        return ids.filter { seen.insert($0).inserted }
+    }
+
+    /// Notes `sequences` (ascending) in write `id`'s history.
+    private mutating func note(_ sequences: [UInt64], of id: WriteID) throws {
+        guard var entry = try entry(id) else {
+            for sequence in sequences { try store.set(.history, StoreKey.pair(id.rawValue, sequence), []) }
+            return
         }
-        return attempt
+        try entry.update { fields in for sequence in sequences { try note(sequence, of: id, in: &fields) } }
+        try store.setEntry(entry, for: id)
+    }
+
+    /// Notes `sequence` among the recent events of write `id`'s entry: when it does not fit there, the
+    /// events noted so far go to the index first, under the first one's key.
+    private mutating func note(_ sequence: UInt64, of id: WriteID, in fields: inout WriteEntry.Fields) throws {
+        if let noted = fields.recent.noting(sequence, after: fields.queuedSequence) {
+            fields.recent = noted
+            return
+        }
+        let sequences = fields.recent.sequences(after: fields.queuedSequence)
+        if let first = sequences.first {
+            var offsets = ByteWriter(capacity: RecentEvents.width)
+            for later in sequences.dropFirst() { offsets.varint(later - first) }
+            try store.set(.history, StoreKey.pair(id.rawValue, first), offsets.bytes)
+        }
+        guard let noted = RecentEvents.none.noting(sequence, after: fields.queuedSequence) else {
+            fields.recent = .none
+            return try store.set(.history, StoreKey.pair(id.rawValue, sequence), [])
+        }
+        fields.recent = noted
     }
 
     /// Folds what `recorded` changes in the verdict table, the lists and meta.
@@ -94,8 +79,8 @@ struct Projector<Store: ProjectionStore> {
             created.origin.encode(into: &w)
             try store.set(.meta, MetaKey.origin, w.bytes)
             try store.set(.meta, MetaKey.layout, StoreKey.bytes(id: projectionLayoutVersion))
-        case .writeQueued:
-            break  // A repeated id (R2.1): only the history index notes it.
+        case .writeQueued(let queued):
+            try note([recorded.sequence], of: queued.id)  // A repeated id (R2.1): only its history notes it.
         case .sessionSettled(let session):
             var w = ByteWriter(capacity: 16)
             session.encode(into: &w)
@@ -104,39 +89,47 @@ struct Projector<Store: ProjectionStore> {
             if let seconds = ended.stoppedBy?.retryAfter, seconds > 0 {
                 try keepRetryAfter(until: recorded.at.adding(seconds: seconds))
             }
-        case .networkSwitched, .passStarted, .attemptStarted, .answerReceived, .batchAborted:
+        case .networkSwitched, .passStarted:
             break
+        case .attemptStarted(let attempt):
+            try endUnansweredAttempt()
+            let unanswered = UnansweredAttempt(sequence: recorded.sequence, writes: attempt.writeIDs)
+            try store.set(.meta, MetaKey.unansweredAttempt, unanswered.encoded)
+        case .answerReceived(let answer):
+            try endUnansweredAttempt(answer: answer.writes, at: recorded.sequence)
+        case .batchAborted(let aborted):
+            for id in Self.onceEach(aborted.writes) { try note([recorded.sequence], of: id) }
         case .verdictRecorded(let verdict):
-            try record(verdict)
+            try record(verdict, at: recorded.sequence)
         case .verdictsRecorded(let batch):
-            for verdict in batch.verdicts { try record(verdict) }
+            for verdict in batch.verdicts { try record(verdict, at: recorded.sequence) }
         case .schemaRefusalCounted(let counted):
-            try update(counted.writeId) { entry in
+            try update(counted.writeId, at: recorded.sequence) { entry in
                 entry.schemaRefusals = counted.count
                 entry.lastSchemaRefusalAt = recorded.at
             }
         case .writeFailed(let failed):
-            try update(failed.writeId) { entry in
+            try update(failed.writeId, at: recorded.sequence) { entry in
                 entry.lastFailure = LastFailure(status: failed.status, text: failed.text)
                 entry.environmentalStreak = failed.streak
             }
         case .writeReleased(let released):
-            try update(released.writeId) { entry in
+            try update(released.writeId, at: recorded.sequence) { entry in
                 entry.state = .pending
                 entry.idempotencyKey = released.idempotencyKey
                 entry.lastFailure = nil
                 entry.environmentalStreak = 0
             }
         case .writeWithdrawn(let withdrawn):
-            try remove(withdrawn.writeId)
+            try remove(withdrawn.writeId, at: recorded.sequence)
         case .writeDiscarded(let discarded):
-            try remove(discarded.writeId)
+            try remove(discarded.writeId, at: recorded.sequence)
         case .writeCancelled(let cancelled):
-            try remove(cancelled.writeId)
+            try remove(cancelled.writeId, at: recorded.sequence)
         case .answersTaken(let cleared), .answersForgotten(let cleared):
-            for id in cleared.writes { try remove(id) }
+            for id in Self.onceEach(cleared.writes) { try remove(id, at: recorded.sequence) }
         case .localDataCleared(let cleared):
-            for id in cleared.writes { try remove(id) }
+            for id in Self.onceEach(cleared.writes) { try remove(id, at: recorded.sequence) }
         case .logCompacted(let compacted):
             // The state it holds is loaded by whoever starts a fold at it (`EventLog.load`); folded
             // on from an earlier event, the projections already hold that state, but for the history
@@ -156,8 +149,8 @@ struct Projector<Store: ProjectionStore> {
     }
 
     /// A write's new state (R3.1, R6.1).
-    private mutating func record(_ verdict: VerdictRecorded) throws {
-        try update(verdict.writeId) { entry in
+    private mutating func record(_ verdict: VerdictRecorded, at sequence: UInt64) throws {
+        try update(verdict.writeId, at: sequence) { entry in
             entry.state = verdict.state
             entry.refusals = verdict.refusals
             entry.replayed = verdict.replayed
@@ -207,10 +200,14 @@ struct Projector<Store: ProjectionStore> {
         try store.set(.meta, MetaKey.nextWriteId, StoreKey.bytes(id: queued.id.rawValue &+ 1))
     }
 
-    private mutating func update(_ id: WriteID, _ change: (inout WriteEntry.Fields) -> Void) throws {
-        guard var entry = try entry(id) else { return }
+    /// Changes write `id`'s entry as the event at `sequence` says, noting the event in its history.
+    private mutating func update(_ id: WriteID, at sequence: UInt64, _ change: (inout WriteEntry.Fields) -> Void) throws {
+        guard var entry = try entry(id) else { return try store.set(.history, StoreKey.pair(id.rawValue, sequence), []) }
         let before = entry.list
-        entry.update(change)
+        try entry.update { fields in
+            change(&fields)
+            try note(sequence, of: id, in: &fields)
+        }
         let after = entry.list
         let key = StoreKey.user(entry.user, id.rawValue)
         try store.setEntry(entry, for: id)
@@ -224,9 +221,23 @@ struct Projector<Store: ProjectionStore> {
         if let table = after.table, before != after || after == .blocked { try store.set(table, key, listValue(entry.state)) }
     }
 
-    private mutating func remove(_ id: WriteID) throws {
-        guard let entry = try entry(id) else { return }
-        try store.set(.history, StoreKey.pair(id.rawValue, entry.queuedSequence), [])
+    /// Takes write `id` out of the queue by the event at `sequence`: its history goes to the index under
+    /// its `writeQueued`'s key, whose value lists its recent events and this one as offsets from it.
+    private mutating func remove(_ id: WriteID, at sequence: UInt64) throws {
+        guard let entry = try entry(id) else { return try store.set(.history, StoreKey.pair(id.rawValue, sequence), []) }
+        let queued = entry.queuedSequence
+        var offsets = ByteWriter(capacity: RecentEvents.width + 4)
+        var last = queued
+        for noted in entry.recent.sequences(after: queued) {
+            offsets.varint(noted - queued)
+            last = noted
+        }
+        if sequence > last {
+            offsets.varint(sequence - queued)
+        } else {
+            try store.set(.history, StoreKey.pair(id.rawValue, sequence), [])
+        }
+        try store.set(.history, StoreKey.pair(id.rawValue, queued), offsets.bytes)
         let list = entry.list
         if let table = list.table { try store.remove(table, StoreKey.user(entry.user, id.rawValue)) }
         try store.removeEntry(id)
@@ -356,42 +367,5 @@ extension MetaKey {
             throw DecodeFailure("the meta value \(String(decoding: name, as: UTF8.self)) is \(bytes.count) bytes, not 8")
         }
         return bytes.withUnsafeBytes { StoreKey.readBigEndian($0) }
-    }
-}
-
-/// An `answerReceived` and the verdict events after it so far (`Projector.apply`).
-private struct AnswerRun {
-    let sequence: UInt64
-    let writes: [WriteID]
-    /// The attempt it answers, kept aside until now.
-    let attempt: UnansweredAttempt?
-    var last: UInt64
-    /// Where the next write is looked for first: verdicts come in the answer's order.
-    private var next = 0
-
-    init(sequence: UInt64, writes: [WriteID], attempt: UnansweredAttempt?, last: UInt64) {
-        self.sequence = sequence
-        self.writes = writes
-        self.attempt = attempt
-        self.last = last
-    }
-
-    /// The sequence of the index entry that holds the run's events of `id`: the attempt's, when it
-    /// names the write, else the answer's; nil when the answer does not name the write.
-    mutating func entrySequence(of id: WriteID) -> UInt64? {
-        guard contains(id) else { return nil }
-        if let attempt, attempt.names(id) { return attempt.sequence }
-        return sequence
-    }
-
-    /// Whether the answer names `id`.
-    private mutating func contains(_ id: WriteID) -> Bool {
-        if next < writes.count, writes[next] == id {
-            next += 1
-            return true
-        }
-        guard let position = writes.firstIndex(of: id) else { return false }
-        next = position + 1
-        return true
     }
 }

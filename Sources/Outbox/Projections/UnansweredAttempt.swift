@@ -1,13 +1,13 @@
 /// The last `attemptStarted` while its answer is awaited, kept in `meta` (`MetaKey.unansweredAttempt`)
-/// instead of in the history index.
+/// instead of in its writes' histories.
 ///
 /// An attempt is recorded in the commit of the answer before it, which writes no other key of the
-/// attempt's writes, and its own answer comes in the next commit. So the index takes the attempt with
-/// its answer: each write the answer names gets one key, (id, the attempt's sequence), whose value lists
-/// the answer and the verdicts after it as offsets, and a drained write costs the index one key, not
-/// two. The writes of the attempt the answer does not name get their keys then too, and an attempt that
-/// is never answered (a crash, a pass that stopped) gets them when the next one starts. Until then the
-/// readers of the index take the attempt from here.
+/// attempt's writes, and its own answer comes in the next commit. So the attempt is noted with its
+/// answer: each write the answer names has both noted in its entry in one change (`RecentEvents`),
+/// which its verdict then rewrites in place, and a drained write's attempt costs no write of its own.
+/// The writes of the attempt the answer does not name have it noted then too, and an attempt that is
+/// never answered (a crash, a pass that stopped) when the next one starts. Until then the readers of a
+/// write's history take the attempt from here.
 struct UnansweredAttempt: Equatable {
     /// The attempt's sequence.
     var sequence: UInt64

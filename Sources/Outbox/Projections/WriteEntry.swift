@@ -25,6 +25,8 @@ struct WriteEntry: Hashable, Sendable {
         /// The last per-write failure that may pass (R4.4), and the streak of passes that met one.
         var lastFailure: LastFailure?
         var environmentalStreak: Int
+        /// The write's latest events but its `writeQueued`, which the history index does not hold yet.
+        var recent: RecentEvents = .none
     }
 
     private final class Box: Sendable {
@@ -39,14 +41,14 @@ struct WriteEntry: Hashable, Sendable {
     init(
         queuedSequence: UInt64, user: String, table: String, dependencies: [WriteID], atomicGroup: WriteQueued.AtomicGroup?,
         idempotencyKey: IdempotencyKey, state: WriteState, refusals: Int, replayed: Bool, schemaRefusals: Int,
-        lastSchemaRefusalAt: Timestamp?, lastFailure: LastFailure?, environmentalStreak: Int
+        lastSchemaRefusalAt: Timestamp?, lastFailure: LastFailure?, environmentalStreak: Int, recent: RecentEvents = .none
     ) {
         self.init(
             Fields(
                 queuedSequence: queuedSequence, user: user, table: table, dependencies: dependencies, atomicGroup: atomicGroup,
                 idempotencyKey: idempotencyKey, state: state, refusals: refusals, replayed: replayed,
                 schemaRefusals: schemaRefusals, lastSchemaRefusalAt: lastSchemaRefusalAt, lastFailure: lastFailure,
-                environmentalStreak: environmentalStreak))
+                environmentalStreak: environmentalStreak, recent: recent))
     }
 
     subscript<Value>(dynamicMember field: KeyPath<Fields, Value>) -> Value { box.fields[keyPath: field] }
@@ -83,9 +85,11 @@ struct WriteEntry: Hashable, Sendable {
         return CRC32C.update(head, fields)
     }
 
-    /// The entry stored for write `id`; damage (a checksum that does not match) is a `DecodeFailure`
-    /// naming the write.
-    static func decode(_ bytes: UnsafeRawBufferPointer, id: WriteID) throws -> WriteEntry {
+    /// The entry stored for write `id`, in the layout `layout` (before 15, an entry had no recent
+    /// events); damage (a checksum that does not match) is a `DecodeFailure` naming the write.
+    static func decode(_ bytes: UnsafeRawBufferPointer, id: WriteID, layout: UInt64 = projectionLayoutVersion) throws
+        -> WriteEntry
+    {
         guard bytes.count > 4 else { throw DecodeFailure("the verdict table's entry for write \(id) is too short") }
         let fields = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 4)])
         let stored = (0..<4).reduce(UInt32(0)) { $0 | UInt32(bytes[bytes.count - 4 + $1]) << (8 * $1) }
@@ -93,13 +97,13 @@ struct WriteEntry: Hashable, Sendable {
             throw DecodeFailure("the verdict table's entry for write \(id) is damaged (checksum mismatch)")
         }
         do {
-            return try decodeFields(fields)
+            return try decodeFields(fields, withRecent: layout >= 15)
         } catch let failure as DecodeFailure {
             throw DecodeFailure("the verdict table's entry for write \(id) is damaged (\(failure.reason))")
         }
     }
 
-    private static func decodeFields(_ bytes: UnsafeRawBufferPointer) throws -> WriteEntry {
+    private static func decodeFields(_ bytes: UnsafeRawBufferPointer, withRecent: Bool) throws -> WriteEntry {
         var r = ByteReader(bytes)
         let entry = WriteEntry(
             queuedSequence: try r.varint(), user: try r.string(), table: try r.string(),
@@ -111,13 +115,13 @@ struct WriteEntry: Hashable, Sendable {
             lastFailure: try r.optional {
                 LastFailure(status: try $0.optional { try $0.int() }, text: try $0.optional { try $0.string() })
             },
-            environmentalStreak: try r.int())
+            environmentalStreak: try r.int(), recent: withRecent ? try RecentEvents.decode(from: &r) : .none)
         try r.expectEnd()
         return entry
     }
 
-    static func decode(_ bytes: [UInt8], id: WriteID) throws -> WriteEntry {
-        try bytes.withUnsafeBytes { try decode($0, id: id) }
+    static func decode(_ bytes: [UInt8], id: WriteID, layout: UInt64 = projectionLayoutVersion) throws -> WriteEntry {
+        try bytes.withUnsafeBytes { try decode($0, id: id, layout: layout) }
     }
 
     static func decode(_ bytes: RawSpan, id: WriteID) throws -> WriteEntry {
@@ -194,5 +198,6 @@ extension WriteEntry.Fields {
             w.optional(failure.text) { $0.string($1) }
         }
         w.varint(environmentalStreak)
+        recent.encode(into: &w)
     }
 }
