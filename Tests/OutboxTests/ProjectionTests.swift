@@ -195,7 +195,7 @@ import Testing
             }
             expected.append(answered)
             #expect(try client.log.history(of: id).map(\.sequence) == expected)
-            #expect(try Self.indexEntries(client.log, id).count >= 2, "twelve events and more do not fit in eight bytes")
+            #expect(try Self.indexEntries(client.log, id).count >= 2, "twelve events and more do not fit in six bytes")
             let entry = try #require(try client.log.read { try $0.entry(id) })
             #expect(entry.recent.sequences(after: entry.queuedSequence).last == answered)
             let incremental = try Self.projectionBytes(client.log)

@@ -28,10 +28,10 @@ struct Projector<Store: ProjectionStore> {
         let answered = UnansweredAttempt(sequence: sequence, writes: answer)
         if let attempt {
             for id in attempt.writes {
-                try note(answered.names(id) ? [attempt.sequence, sequence] : [attempt.sequence], of: id)
+                try note(attempt.sequence, then: answered.names(id) ? sequence : nil, of: id)
             }
         }
-        for id in answered.writes where attempt?.names(id) != true { try note([sequence], of: id) }
+        for id in answered.writes where attempt?.names(id) != true { try note(sequence, of: id) }
     }
 
     /// `ids` with each once, in their order (a batch's ids ascend: they are returned as they are).
@@ -41,34 +41,36 @@ struct Projector<Store: ProjectionStore> {
         return ids.filter { seen.insert($0).inserted }
     }
 
-    /// Notes `sequences` (ascending) in write `id`'s history.
-    private mutating func note(_ sequences: [UInt64], of id: WriteID) throws {
+    /// Notes `sequence`, then `next` if given, in write `id`'s history.
+    private mutating func note(_ sequence: UInt64, then next: UInt64? = nil, of id: WriteID) throws {
         guard var entry = try entry(id) else {
-            for sequence in sequences { try store.set(.history, StoreKey.pair(id.rawValue, sequence), []) }
+            try store.set(.history, StoreKey.pair(id.rawValue, sequence), [])
+            if let next { try store.set(.history, StoreKey.pair(id.rawValue, next), []) }
             return
         }
-        try entry.update { fields in for sequence in sequences { try note(sequence, of: id, in: &fields) } }
+        try note(sequence, of: id, in: &entry)
+        if let next { try note(next, of: id, in: &entry) }
         try store.setEntry(entry, for: id)
     }
 
     /// Notes `sequence` among the recent events of write `id`'s entry: when it does not fit there, the
     /// events noted so far go to the index first, under the first one's key.
-    private mutating func note(_ sequence: UInt64, of id: WriteID, in fields: inout WriteEntry.Fields) throws {
-        if let noted = fields.recent.noting(sequence, after: fields.queuedSequence) {
-            fields.recent = noted
+    private mutating func note(_ sequence: UInt64, of id: WriteID, in entry: inout WriteEntry) throws {
+        if let noted = entry.recent.noting(sequence, after: entry.queuedSequence) {
+            entry.recent = noted
             return
         }
-        let sequences = fields.recent.sequences(after: fields.queuedSequence)
+        let sequences = entry.recent.sequences(after: entry.queuedSequence)
         if let first = sequences.first {
             var offsets = ByteWriter(capacity: RecentEvents.width)
             for later in sequences.dropFirst() { offsets.varint(later - first) }
             try store.set(.history, StoreKey.pair(id.rawValue, first), offsets.bytes)
         }
-        guard let noted = RecentEvents.none.noting(sequence, after: fields.queuedSequence) else {
-            fields.recent = .none
+        guard let noted = RecentEvents.none.noting(sequence, after: entry.queuedSequence) else {
+            entry.recent = .none
             return try store.set(.history, StoreKey.pair(id.rawValue, sequence), [])
         }
-        fields.recent = noted
+        entry.recent = noted
     }
 
     /// Folds what `recorded` changes in the verdict table, the lists and meta.
@@ -80,7 +82,7 @@ struct Projector<Store: ProjectionStore> {
             try store.set(.meta, MetaKey.origin, w.bytes)
             try store.set(.meta, MetaKey.layout, StoreKey.bytes(id: projectionLayoutVersion))
         case .writeQueued(let queued):
-            try note([recorded.sequence], of: queued.id)  // A repeated id (R2.1): only its history notes it.
+            try note(recorded.sequence, of: queued.id)  // A repeated id (R2.1): only its history notes it.
         case .sessionSettled(let session):
             var w = ByteWriter(capacity: 16)
             session.encode(into: &w)
@@ -98,7 +100,7 @@ struct Projector<Store: ProjectionStore> {
         case .answerReceived(let answer):
             try endUnansweredAttempt(answer: answer.writes, at: recorded.sequence)
         case .batchAborted(let aborted):
-            for id in Self.onceEach(aborted.writes) { try note([recorded.sequence], of: id) }
+            for id in Self.onceEach(aborted.writes) { try note(recorded.sequence, of: id) }
         case .verdictRecorded(let verdict):
             try record(verdict, at: recorded.sequence)
         case .verdictsRecorded(let batch):
@@ -204,10 +206,8 @@ struct Projector<Store: ProjectionStore> {
     private mutating func update(_ id: WriteID, at sequence: UInt64, _ change: (inout WriteEntry.Fields) -> Void) throws {
         guard var entry = try entry(id) else { return try store.set(.history, StoreKey.pair(id.rawValue, sequence), []) }
         let before = entry.list
-        try entry.update { fields in
-            change(&fields)
-            try note(sequence, of: id, in: &fields)
-        }
+        entry.update(change)
+        try note(sequence, of: id, in: &entry)
         let after = entry.list
         let key = StoreKey.user(entry.user, id.rawValue)
         try store.setEntry(entry, for: id)

@@ -13,7 +13,7 @@
 /// named the write meanwhile), is not noted: the caller moves the events noted so far to the index.
 struct RecentEvents: Hashable, Sendable {
     /// The stored width, in bytes.
-    static let width = 8
+    static let width = 6
 
     /// The stored bytes, the first in the lowest eight bits.
     private var word: UInt64

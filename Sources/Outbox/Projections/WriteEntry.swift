@@ -25,8 +25,6 @@ struct WriteEntry: Hashable, Sendable {
         /// The last per-write failure that may pass (R4.4), and the streak of passes that met one.
         var lastFailure: LastFailure?
         var environmentalStreak: Int
-        /// The write's latest events but its `writeQueued`, which the history index does not hold yet.
-        var recent: RecentEvents = .none
     }
 
     private final class Box: Sendable {
@@ -35,8 +33,14 @@ struct WriteEntry: Hashable, Sendable {
     }
 
     private var box: Box
+    /// The write's latest events but its `writeQueued`, which the history index does not hold yet. Out
+    /// of the box: the fold notes an event in an entry without making a new one.
+    var recent: RecentEvents
 
-    init(_ fields: Fields) { box = Box(fields) }
+    init(_ fields: Fields, recent: RecentEvents = .none) {
+        box = Box(fields)
+        self.recent = recent
+    }
 
     init(
         queuedSequence: UInt64, user: String, table: String, dependencies: [WriteID], atomicGroup: WriteQueued.AtomicGroup?,
@@ -48,7 +52,7 @@ struct WriteEntry: Hashable, Sendable {
                 queuedSequence: queuedSequence, user: user, table: table, dependencies: dependencies, atomicGroup: atomicGroup,
                 idempotencyKey: idempotencyKey, state: state, refusals: refusals, replayed: replayed,
                 schemaRefusals: schemaRefusals, lastSchemaRefusalAt: lastSchemaRefusalAt, lastFailure: lastFailure,
-                environmentalStreak: environmentalStreak, recent: recent))
+                environmentalStreak: environmentalStreak), recent: recent)
     }
 
     subscript<Value>(dynamicMember field: KeyPath<Fields, Value>) -> Value { box.fields[keyPath: field] }
@@ -60,9 +64,14 @@ struct WriteEntry: Hashable, Sendable {
         box = Box(fields)
     }
 
-    static func == (a: WriteEntry, b: WriteEntry) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
+    static func == (a: WriteEntry, b: WriteEntry) -> Bool {
+        a.recent == b.recent && (a.box === b.box || a.box.fields == b.box.fields)
+    }
 
-    func hash(into hasher: inout Hasher) { hasher.combine(box.fields) }
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(box.fields)
+        hasher.combine(recent)
+    }
 
     /// The stored entry of write `id`: its fields, then a CRC32C (little-endian) over `id`'s 8
     /// big-endian bytes and the fields, so a damaged entry, or one under another write's key, is
@@ -78,6 +87,7 @@ struct WriteEntry: Hashable, Sendable {
     /// The fields the checksum covers after the id.
     func writeFields(into w: inout some ByteSink) {
         box.fields.writeFields(into: &w)
+        recent.encode(into: &w)
     }
 
     private static func checksum(id: WriteID, fields: UnsafeRawBufferPointer) -> UInt32 {
@@ -198,6 +208,5 @@ extension WriteEntry.Fields {
             w.optional(failure.text) { $0.string($1) }
         }
         w.varint(environmentalStreak)
-        recent.encode(into: &w)
     }
 }
