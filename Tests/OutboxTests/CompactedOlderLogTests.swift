@@ -153,6 +153,38 @@ import Testing
         }
     }
 
+    /// A compacted log of layout 15, whose entries hold their idempotency keys, renewed or not: made
+    /// at a485144 by alice's list 1 (refused, released under a fresh key, resent and its answer lost),
+    /// todos 2 and 3 (accepted and taken) and 4 (refused), then 5; compacted; then 6. Read into this
+    /// layout, every write keeps its key (`queue.txt`, as that build listed the queue) and its recent
+    /// events, and the next pass sends 1 under its fresh key (R3.1, R8.3, R8.5).
+    static let layout15 = LogFixture("layout15-compacted")
+
+    @Test func aCompactedLogOfLayout15KeepsEveryKeyAndHistory() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await Self.open(Self.layout15, at: path, histories: [1, 2, 3, 4])
+            let listed = try await client.queue.all().map { "\($0.id) \($0.state.name) \($0.idempotencyKey)" }
+            #expect(listed == (try Self.layout15.lines("queue.txt")))
+            let before = try client.log.history(of: 1).map(\.sequence)
+            #expect(try await client.verify().isOK)
+
+            try await client.settleSession(user: "alice", accessToken: nil)
+            #expect(try await client.sync().syncedCount == 4, "1, 4, 5 and 6")
+            let after = try client.log.history(of: 1)
+            #expect(Array(after.map(\.sequence).prefix(before.count)) == before)
+            guard case .attemptStarted(let attempt)? = after.dropFirst(before.count).first?.event else {
+                Issue.record("write 1 was not sent")
+                return
+            }
+            let renewed = try #require(listed.first?.split(separator: " ").last.map(String.init))
+            #expect(attempt.writes.first { $0.id == 1 }?.idempotencyKey.description == renewed)
+            #expect(try await client.queue.takeAnswered().map(\.id) == [1, 4, 5, 6])
+            try await client.rebuild()
+            #expect(try await client.verify().isOK)
+            client.close()
+        }
+    }
+
     /// Opens a copy of `fixture`'s log at `path` and checks that its log and the histories of the
     /// writes `histories` read as the build that made it printed them.
     static func open(_ fixture: LogFixture, at path: String, histories: [Int]) async throws -> OutboxClient {

@@ -415,7 +415,7 @@ struct DeciderTests {
     static func entry(_ id: UInt64, refusals: Int = 0, group: WriteQueued.AtomicGroup? = nil) -> WriteEntry {
         WriteEntry(
             queuedSequence: id + 1, user: "alice", table: "todos", dependencies: [], atomicGroup: group,
-            idempotencyKey: IdempotencyKey(high: 0, low: id), state: .pending, refusals: refusals, replayed: false,
+            renewedKey: nil, state: .pending, refusals: refusals, replayed: false,
             schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil, environmentalStreak: 0)
     }
 

@@ -149,8 +149,9 @@ struct ProjectionState: Hashable, Sendable {
             layout < 13
             ? try Self.fromOlder(entries, layout: layout)
             : entries.map { (table: ProjectionTable.allCases[Int($0.tableNumber)], key: $0.key, value: $0.value) }
-        guard layout < 15 else { return tables }
-        // Before layout 15 an entry noted no recent events: the index held them all.
+        guard layout < 16 else { return tables }
+        // Before layout 15 an entry noted no recent events (the index held them all); before 16 it held
+        // its key, renewed or not, which it keeps as renewed.
         return try tables.map { entry in
             guard entry.table == .writes, entry.key.count == 8 else { return entry }
             let id = WriteID(entry.key.withUnsafeBytes { StoreKey.readBigEndian($0) })

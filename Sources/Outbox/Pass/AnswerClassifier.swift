@@ -11,7 +11,7 @@ package enum AnswerClassifier {
         let decision = try? Decider.decide(input) { id in
             WriteEntry(
                 queuedSequence: id.rawValue, user: "u", table: "t", dependencies: [], atomicGroup: nil,
-                idempotencyKey: IdempotencyKey(high: 0, low: id.rawValue), state: .pending, refusals: refusals, replayed: false,
+                renewedKey: nil, state: .pending, refusals: refusals, replayed: false,
                 schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil, environmentalStreak: 0)
         }
         switch decision?.next {

@@ -366,8 +366,8 @@ struct Pass: Sendable {
             guard !part.writes.isEmpty else { return .ended }
             // A write released meanwhile goes under its fresh key (R3.1).
             for index in part.writes.indices {
-                if let entry = try appender.reader.entry(part.writes[index].id) {
-                    part.writes[index].idempotencyKey = entry.idempotencyKey
+                if let renewed = try appender.reader.entry(part.writes[index].id)?.renewedKey {
+                    part.writes[index].idempotencyKey = renewed
                 }
             }
         }
@@ -425,7 +425,7 @@ struct Pass: Sendable {
             switch made {
             case .write(var write):
                 // A write released meanwhile goes under its fresh key (R3.1).
-                if write.idempotencyKey != entry.idempotencyKey { write.idempotencyKey = entry.idempotencyKey }
+                if let renewed = entry.renewedKey, write.idempotencyKey != renewed { write.idempotencyKey = renewed }
                 outgoing.append(write)
             case .unmade(let reason):
                 unmade.append((id, reason))
@@ -543,7 +543,8 @@ struct Pass: Sendable {
             table: queued.table, operation: queued.operation, key: queued.canonicalKey, body: queued.canonicalBody,
             baseVersion: queued.baseVersion, dependsOn: entry.dependencies)
         var write = OutgoingWrite(
-            id: id, origin: origin, idempotencyKey: entry.idempotencyKey, write: made, user: queued.user, createdAt: createdAt)
+            id: id, origin: origin, idempotencyKey: entry.renewedKey ?? queued.idempotencyKey, write: made, user: queued.user,
+            createdAt: createdAt)
         // R9.3: a delete sent before may have been applied by then.
         if queued.operation == .delete { write.isResend = try reader.hasIndexedHistory(id) }
         return .write(write)

@@ -78,4 +78,4 @@ enum MetaKey {
 let retiredProjectionDatabases = ["counters", "pending"]
 
 /// The version of the projections' layout. A build with a newer layout rebuilds them on open.
-let projectionLayoutVersion: UInt64 = 15
+let projectionLayoutVersion: UInt64 = 16

@@ -118,7 +118,7 @@ struct Projector<Store: ProjectionStore> {
         case .writeReleased(let released):
             try update(released.writeId, at: recorded.sequence) { entry in
                 entry.state = .pending
-                entry.idempotencyKey = released.idempotencyKey
+                entry.renewedKey = released.idempotencyKey
                 entry.lastFailure = nil
                 entry.environmentalStreak = 0
             }
@@ -183,7 +183,7 @@ struct Projector<Store: ProjectionStore> {
     private mutating func queue(_ queued: WriteQueued, at sequence: UInt64) throws {
         let entry = WriteEntry(
             queuedSequence: sequence, user: queued.user, table: queued.table,
-            dependencies: queued.dependencies, atomicGroup: queued.atomicGroup, idempotencyKey: queued.idempotencyKey,
+            dependencies: queued.dependencies, atomicGroup: queued.atomicGroup, renewedKey: nil,
             state: .pending, refusals: 0, replayed: false, schemaRefusals: 0, lastSchemaRefusalAt: nil, lastFailure: nil,
             environmentalStreak: 0)
         try store.setEntry(entry, for: queued.id)

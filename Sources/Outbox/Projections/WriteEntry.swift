@@ -15,7 +15,8 @@ struct WriteEntry: Hashable, Sendable {
         /// `dependsOn` and `follows`, ascending.
         var dependencies: [WriteID]
         var atomicGroup: WriteQueued.AtomicGroup?
-        var idempotencyKey: IdempotencyKey
+        /// The key a release gave the write (R3.1); nil while it goes under its `writeQueued`'s.
+        var renewedKey: IdempotencyKey?
         var state: WriteState
         var refusals: Int
         var replayed: Bool
@@ -44,13 +45,13 @@ struct WriteEntry: Hashable, Sendable {
 
     init(
         queuedSequence: UInt64, user: String, table: String, dependencies: [WriteID], atomicGroup: WriteQueued.AtomicGroup?,
-        idempotencyKey: IdempotencyKey, state: WriteState, refusals: Int, replayed: Bool, schemaRefusals: Int,
+        renewedKey: IdempotencyKey?, state: WriteState, refusals: Int, replayed: Bool, schemaRefusals: Int,
         lastSchemaRefusalAt: Timestamp?, lastFailure: LastFailure?, environmentalStreak: Int, recent: RecentEvents = .none
     ) {
         self.init(
             Fields(
                 queuedSequence: queuedSequence, user: user, table: table, dependencies: dependencies, atomicGroup: atomicGroup,
-                idempotencyKey: idempotencyKey, state: state, refusals: refusals, replayed: replayed,
+                renewedKey: renewedKey, state: state, refusals: refusals, replayed: replayed,
                 schemaRefusals: schemaRefusals, lastSchemaRefusalAt: lastSchemaRefusalAt, lastFailure: lastFailure,
                 environmentalStreak: environmentalStreak), recent: recent)
     }
@@ -96,7 +97,7 @@ struct WriteEntry: Hashable, Sendable {
     }
 
     /// The entry stored for write `id`, in the layout `layout` (before 15, an entry had no recent
-    /// events); damage (a checksum that does not match) is a `DecodeFailure` naming the write.
+    /// events; before 16, it held its key whether a release had renewed it or not); damage (a checksum that does not match) is a `DecodeFailure` naming the write.
     static func decode(_ bytes: UnsafeRawBufferPointer, id: WriteID, layout: UInt64 = projectionLayoutVersion) throws
         -> WriteEntry
     {
@@ -107,25 +108,27 @@ struct WriteEntry: Hashable, Sendable {
             throw DecodeFailure("the verdict table's entry for write \(id) is damaged (checksum mismatch)")
         }
         do {
-            return try decodeFields(fields, withRecent: layout >= 15)
+            return try decodeFields(fields, layout: layout)
         } catch let failure as DecodeFailure {
             throw DecodeFailure("the verdict table's entry for write \(id) is damaged (\(failure.reason))")
         }
     }
 
-    private static func decodeFields(_ bytes: UnsafeRawBufferPointer, withRecent: Bool) throws -> WriteEntry {
+    private static func decodeFields(_ bytes: UnsafeRawBufferPointer, layout: UInt64) throws -> WriteEntry {
         var r = ByteReader(bytes)
         let entry = WriteEntry(
             queuedSequence: try r.varint(), user: try r.string(), table: try r.string(),
             dependencies: try r.ids(),
             atomicGroup: try r.optional { WriteQueued.AtomicGroup(first: try $0.id(), count: try $0.int()) },
-            idempotencyKey: try IdempotencyKey.decode(from: &r), state: try WriteState.decode(from: &r),
+            renewedKey: layout < 16
+                ? try IdempotencyKey.decode(from: &r) : try r.optional { try IdempotencyKey.decode(from: &$0) },
+            state: try WriteState.decode(from: &r),
             refusals: try r.int(), replayed: try r.bool(), schemaRefusals: try r.int(),
             lastSchemaRefusalAt: try r.optional { Timestamp(milliseconds: try $0.signed()) },
             lastFailure: try r.optional {
                 LastFailure(status: try $0.optional { try $0.int() }, text: try $0.optional { try $0.string() })
             },
-            environmentalStreak: try r.int(), recent: withRecent ? try RecentEvents.decode(from: &r) : .none)
+            environmentalStreak: try r.int(), recent: layout >= 15 ? try RecentEvents.decode(from: &r) : .none)
         try r.expectEnd()
         return entry
     }
@@ -197,7 +200,7 @@ extension WriteEntry.Fields {
             w.varint(group.first.rawValue)
             w.varint(group.count)
         }
-        idempotencyKey.encode(into: &w)
+        w.optional(renewedKey) { $1.encode(into: &$0) }
         state.encode(into: &w)
         w.varint(refusals)
         w.bool(replayed)

@@ -62,7 +62,8 @@ extension QueuedWrite {
         }
         return QueuedWrite(
             id: id, user: queued.user, write: queued.write, follows: queued.follows,
-            idempotencyKey: entry.idempotencyKey, createdAt: recorded.at, atomicGroup: queued.atomicGroup, state: state,
+            idempotencyKey: entry.renewedKey ?? queued.idempotencyKey, createdAt: recorded.at, atomicGroup: queued.atomicGroup,
+            state: state,
             refusals: entry.refusals, replayed: entry.replayed, waiting: waiting, lastFailure: entry.lastFailure,
             environmentalStreak: entry.environmentalStreak, schemaRefusals: entry.schemaRefusals)
     }
