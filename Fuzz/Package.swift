@@ -23,7 +23,7 @@ let engineFlags: [SwiftSetting] = [
 /// The main package's modules that OutboxFuzzing needs, with their dependencies there.
 let engine: [(name: String, dependencies: [Target.Dependency])] = [
     ("OutboxLMDB", ["COutboxLMDB"]),
-    ("Outbox", ["OutboxLMDB"]),
+    ("Outbox", ["OutboxLMDB", "COutboxCRC"]),
     ("OutboxHTTP", ["Outbox", "COutboxCurl"]),
     ("OutboxTesting", ["Outbox", "OutboxHTTP"]),
     ("OutboxScenario", ["Outbox", "OutboxHTTP", "OutboxTesting"]),
@@ -38,6 +38,7 @@ let package = Package(
     targets: [
         .systemLibrary(name: "COutboxLMDB", path: "Engine/COutboxLMDB", pkgConfig: "lmdb"),
         .systemLibrary(name: "COutboxCurl", path: "Engine/COutboxCurl", pkgConfig: "libcurl"),
+        .target(name: "COutboxCRC", path: "Engine/COutboxCRC"),
     ]
         + engine.map { module in
             .target(

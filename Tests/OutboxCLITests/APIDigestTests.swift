@@ -35,6 +35,8 @@ import Testing
                     "-minimum-access-level", "public", "-output-dir", output.path, "-Xcc",
                     "-fmodule-map-file=" + root.appendingPathComponent("Sources/COutboxLMDB/module.modulemap").path,
                     "-Xcc", "-fmodule-map-file=" + root.appendingPathComponent("Sources/COutboxCurl/module.modulemap").path,
+                    "-Xcc",
+                    "-fmodule-map-file=" + root.appendingPathComponent("Sources/COutboxCRC/include/module.modulemap").path,
                 ])
             #expect(extracted.succeeded, "swift-symbolgraph-extract \(module): \(extracted.text.suffix(2000))")
         }
