@@ -291,6 +291,26 @@ final class RowTransport: OutboxTransport {
         }
     }
 
+    // R7.2: a commit's verdicts go to the subscribers of `events` at the time; with none, nothing is
+    // built or kept for them, and a subscriber that comes later hears from then on.
+    @Test func verdictEventsReachTheSubscribersOfTheirCommit() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path, transport: SimulatedInstance())
+            let first = try await client.enqueue(todo(1))
+            #expect(try await client.sync().syncedCount == 1)
+            #expect(client.heldInMemory == 0)
+            let events = client.events
+            let second = try await client.enqueue(todo(2))
+            #expect(try await client.sync().syncedCount == 1)
+            client.close()
+            var seen: [OutboxEvent] = []
+            for await event in events { seen.append(event) }
+            #expect(seen.contains(.accepted(second, replayed: false)))
+            #expect(seen.contains(.localChanged))
+            #expect(!seen.contains(.accepted(first, replayed: false)))
+        }
+    }
+
     // R7.3, R7.2: while the latch holds, a sync sends nothing, reports stoppedBy identityChanged and
     // tells the events stream (passStopped); the pending write counts as blocked. A matching token
     // lets the next sync send it with that token.

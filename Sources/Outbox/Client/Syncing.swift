@@ -443,6 +443,7 @@ extension OutboxClient {
     func didCommit(_ events: [RecordedEvent]) {
         commits.advance()
         let newlyHeld = refreshStatus(after: events)
+        guard eventStream.hasAudience else { return }
         for event in OutboxEvent.of(events) { eventStream.send(event) }
         for (id, holder) in newlyHeld { eventStream.send(.waitingBehind(id, holder: holder)) }
     }

@@ -51,6 +51,10 @@ final class Broadcast<Value: Sendable>: Sendable {
         state.withLock { $0.listeners.append(callback) }
     }
 
+    /// Whether any subscriber or listener would receive a value sent now: a sender with values to
+    /// build (a commit's verdicts) builds none for no one.
+    var hasAudience: Bool { state.withLock { !$0.subscribers.isEmpty || !$0.listeners.isEmpty } }
+
     func send(_ value: Value) {
         let (subscribers, listeners) = state.withLock { (Array($0.subscribers.values), $0.listeners) }
         for listener in listeners { listener.call(value) }

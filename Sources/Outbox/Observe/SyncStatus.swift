@@ -106,7 +106,8 @@ public enum OutboxEvent: Hashable, Sendable {
     static func of(_ recorded: [RecordedEvent]) -> [OutboxEvent] {
         var events: [OutboxEvent] = []
         var localChanged = false
-        for event in recorded.map(\.event) {
+        for recorded in recorded {
+            let event = recorded.event
             switch event {
             case .writeQueued, .writeReleased, .writeWithdrawn, .writeDiscarded, .writeCancelled, .answersTaken,
                 .answersForgotten, .localDataCleared:

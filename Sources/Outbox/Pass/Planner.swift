@@ -99,7 +99,9 @@ struct Planner {
     private func forEachCandidate(
         _ reader: StoreReader, skippingDone: Bool = true, _ body: (WriteID, WriteEntry) throws -> Bool
     ) throws {
-        // Writes answered or in flight are passed over before their entries are read.
+        // Writes answered or in flight are passed over before their entries are read. The closures
+        // capture the fields they read, not the planner (which each call would copy, sets and all).
+        let (done, inFlight, table) = (done, inFlight, table)
         let skipped = skippingDone ? { (id: WriteID) in done.contains(id) || inFlight.contains(id) } : nil
         try forEachPending(reader, besides: try rejected ?? rejectedList(reader), skipping: skipped) { id, entry in
             guard entry.state.isSendable else { return true }
