@@ -378,14 +378,16 @@ extension OutboxClient {
         publishStatus { _ in
             var next = SyncStatus()
             let known = lastRead.withLock { $0 }
-            let stillKnown = known.user == user && events.map { !known.holders.mayChange(after: $0) } == true
+            // Asked only when some write is dead or blocked: a commit's events are not walked for nothing.
+            func stillKnown() -> Bool { known.user == user && events.map { !known.holders.mayChange(after: $0) } == true }
             if let user,
                 let (counters, session, holders) = try? log.read({ reader in
                     let counters = try reader.counters(user: user)
                     // Only a dead or blocked write holds writes this way: none, and nothing is read.
                     let holders =
                         counters.rejected + counters.blocked == 0
-                        ? Explainer.Holders() : stillKnown ? known.holders : try Explainer.holders(user: user, reader: reader)
+                        ? Explainer.Holders()
+                        : stillKnown() ? known.holders : try Explainer.holders(user: user, reader: reader)
                     return (counters, try reader.session(), holders)
                 })
             {
