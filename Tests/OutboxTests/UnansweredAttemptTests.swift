@@ -77,7 +77,7 @@ import Testing
             #expect(try Self.indexEntries(client.log, ids[1]).isEmpty)
             #expect(try Self.recent(client.log, ids[1]).isEmpty)
             #expect(try client.log.read { try $0.unansweredAttempt() } == UnansweredAttempt(sequence: sent, writes: ids))
-            #expect(try client.log.read { try $0.hasIndexedHistory(ids[1]) }, "R9.3: a delete sent then is a resend")
+            #expect(try client.log.read { try $0.hasEventsSinceQueued(ids[1]) }, "R9.3: a delete sent then is a resend")
             #expect(try client.log.history(of: ids[1]).map(\.sequence) == Self.eventsNaming(ids[1], in: client.log))
             try Self.expectSameAfterRebuild(client.log)
 
@@ -88,7 +88,7 @@ import Testing
             #expect(try client.log.read { try $0.unansweredAttempt() } == nil)
             #expect(try Self.indexEntries(client.log, ids[0]).isEmpty)
             #expect(try Self.recent(client.log, ids[0]) == [sent, answered, answered + 1])
-            #expect(try client.log.read { try $0.hasIndexedHistory(ids[0]) })
+            #expect(try client.log.read { try $0.hasEventsSinceQueued(ids[0]) })
             let queued = try Self.eventsNaming(ids[1], in: client.log)[0]
             #expect(try Self.indexEntries(client.log, ids[1]) == [queued: [UInt8(withdrawn - queued)], sent: []])
             for id in ids {

@@ -122,14 +122,14 @@ public struct OutgoingWrite: Hashable, Sendable {
         id: WriteID, origin: Origin, idempotencyKey: IdempotencyKey, write: Write, user: String = "",
         createdAt: Timestamp = Timestamp(milliseconds: 0)
     ) {
-        box = Box(
+        box = FrozenFields(
             Fields(
                 id: id, origin: origin, idempotencyKey: idempotencyKey, write: write, user: user, createdAt: createdAt,
                 isResend: false))
     }
 
     /// Whether the two are the same write with the same fields.
-    public static func == (a: OutgoingWrite, b: OutgoingWrite) -> Bool { a.box === b.box || a.box.fields == b.box.fields }
+    public static func == (a: OutgoingWrite, b: OutgoingWrite) -> Bool { FrozenFields.equal(a.box, b.box) }
 
     /// Hashes the fields.
     public func hash(into hasher: inout Hasher) { hasher.combine(box.fields) }
@@ -147,18 +147,9 @@ public struct OutgoingWrite: Hashable, Sendable {
         var isResend: Bool
     }
 
-    private final class Box: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
+    private var box: FrozenFields<Fields>
 
-    private var box: Box
-
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        var fields = box.fields
-        change(&fields)
-        box = Box(fields)
-    }
+    private mutating func update(_ change: (inout Fields) -> Void) { box = box.changed(change) }
 }
 
 /// The writes of one request, in id order.

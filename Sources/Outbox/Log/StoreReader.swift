@@ -156,7 +156,7 @@ struct StoreReader {
     /// Whether any event but its `writeQueued` names `id`: its entry's recent events, the history index
     /// (which holds a pending write's events that did not fit there, never its `writeQueued`), or the
     /// attempt awaiting its answer.
-    func hasIndexedHistory(_ id: WriteID) throws -> Bool {
+    func hasEventsSinceQueued(_ id: WriteID) throws -> Bool {
         if try entry(id)?.recent.isEmpty == false { return true }
         var found = false
         try scan(.history, StoreKey.bytes(id: id.rawValue), nil) { _, _ in

@@ -546,7 +546,7 @@ struct Pass: Sendable {
             id: id, origin: origin, idempotencyKey: entry.renewedKey ?? queued.idempotencyKey, write: made, user: queued.user,
             createdAt: createdAt)
         // R9.3: a delete sent before may have been applied by then.
-        if queued.operation == .delete { write.isResend = try reader.hasIndexedHistory(id) }
+        if queued.operation == .delete { write.isResend = try reader.hasEventsSinceQueued(id) }
         return .write(write)
     }
 }

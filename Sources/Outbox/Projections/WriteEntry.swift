@@ -28,18 +28,13 @@ struct WriteEntry: Hashable, Sendable {
         var environmentalStreak: Int
     }
 
-    private final class Box: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var box: Box
+    private var box: FrozenFields<Fields>
     /// The write's latest events but its `writeQueued`, which the history index does not hold yet. Out
     /// of the box: the fold notes an event in an entry without making a new one.
     var recent: RecentEvents
 
     init(_ fields: Fields, recent: RecentEvents = .none) {
-        box = Box(fields)
+        box = FrozenFields(fields)
         self.recent = recent
     }
 
@@ -59,14 +54,10 @@ struct WriteEntry: Hashable, Sendable {
     subscript<Value>(dynamicMember field: KeyPath<Fields, Value>) -> Value { box.fields[keyPath: field] }
 
     /// Changes the entry's fields (a new box: the old one may be shared).
-    mutating func update(_ change: (inout Fields) throws -> Void) rethrows {
-        var fields = box.fields
-        try change(&fields)
-        box = Box(fields)
-    }
+    mutating func update(_ change: (inout Fields) throws -> Void) rethrows { box = try box.changed(change) }
 
     static func == (a: WriteEntry, b: WriteEntry) -> Bool {
-        a.recent == b.recent && (a.box === b.box || a.box.fields == b.box.fields)
+        a.recent == b.recent && FrozenFields.equal(a.box, b.box)
     }
 
     func hash(into hasher: inout Hasher) {
