@@ -10,7 +10,7 @@ import Testing
             // Odd ids only, so every even id between, before and after them is missing.
             let ids = (0..<count).map { WriteID(UInt64(2 * $0 + 1)) }
             for candidate in 0...UInt64(2 * count + 2) {
-                #expect(Planner.contains(ids, WriteID(candidate)) == ids.contains(WriteID(candidate)), "\(count) \(candidate)")
+                #expect(ids.ascendingContains(WriteID(candidate)) == ids.contains(WriteID(candidate)), "\(count) \(candidate)")
             }
         }
     }

@@ -180,19 +180,8 @@ struct Planner {
     /// ascend: each batch the planner builds is in id order, so it is searched, not hashed.
     private func isReady(_ entry: WriteEntry, besides batch: [WriteID], _ reader: StoreReader) throws -> Bool {
         try entry.dependencies.allSatisfy { id in
-            try Self.contains(batch, id) || inFlight.contains(id) || reader.isSettled(id)
+            try batch.ascendingContains(id) || inFlight.contains(id) || reader.isSettled(id)
         }
-    }
-
-    /// Whether `ids`, ascending, holds `id`.
-    static func contains(_ ids: [WriteID], _ id: WriteID) -> Bool {
-        var low = ids.startIndex
-        var high = ids.endIndex
-        while low < high {
-            let middle = low + (high - low) / 2
-            if ids[middle] < id { low = middle + 1 } else { high = middle }
-        }
-        return low < ids.endIndex && ids[low] == id
     }
 
     /// The sendable writes of an atomic group, and what they follow, if each waits only on settled

@@ -23,15 +23,7 @@ struct UnansweredAttempt: Equatable {
     }
 
     /// Whether the attempt names `id`.
-    func names(_ id: WriteID) -> Bool {
-        var low = 0
-        var high = writes.count
-        while low < high {
-            let middle = (low + high) / 2
-            if writes[middle] < id { low = middle + 1 } else { high = middle }
-        }
-        return low < writes.count && writes[low] == id
-    }
+    func names(_ id: WriteID) -> Bool { writes.ascendingContains(id) }
 
     /// The sequence, the count, the first id, then each id's distance from the one before.
     var encoded: [UInt8] {

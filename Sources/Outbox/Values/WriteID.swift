@@ -11,3 +11,16 @@ public struct WriteID: RawRepresentable, Hashable, Comparable, Sendable, CustomS
     public static func < (a: WriteID, b: WriteID) -> Bool { a.rawValue < b.rawValue }
     public var description: String { String(rawValue) }
 }
+
+extension [WriteID] {
+    /// Whether this list, whose ids ascend, holds `id`: a binary search, no set built.
+    func ascendingContains(_ id: WriteID) -> Bool {
+        var low = startIndex
+        var high = endIndex
+        while low < high {
+            let middle = low + (high - low) / 2
+            if self[middle] < id { low = middle + 1 } else { high = middle }
+        }
+        return low < endIndex && self[low] == id
+    }
+}
