@@ -399,8 +399,8 @@ import Testing
                 // A change after the scan is seen too, and the row's slot reads through memory.
                 try appender.append(.verdictRecorded(VerdictRecorded(writeId: 1, passId: nil, state: .accepted, refusals: 0)))
                 #expect(try appender.reader.entry(1)?.state == .accepted)
-                #expect(try appender.unsettledWrites(user: "alice", table: "todos", key: CanonicalJSON(["id": 1])) == [])
-                #expect(try appender.unsettledWrites(user: "alice", table: "todos", key: CanonicalJSON(["id": 2])) == [2])
+                #expect(try appender.rowSlot(user: "alice", table: "todos", key: CanonicalJSON(["id": 1])).unsettled == [])
+                #expect(try appender.rowSlot(user: "alice", table: "todos", key: CanonicalJSON(["id": 2])).unsettled == [2])
             }
             // After the commit, LMDB holds it all: the counters, the lists, and a fold of the log agrees.
             // The mark moved past write 1 as it was answered (R4.2).

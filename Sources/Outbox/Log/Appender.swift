@@ -27,10 +27,12 @@ package struct Appender {
 
     /// Appends `event` and folds it into the projections.
     @discardableResult
-    package mutating func append(_ event: Event) throws -> RecordedEvent {
+    package mutating func append(_ event: Event) throws -> RecordedEvent { try append(event, slot: nil) }
+
+    private mutating func append(_ event: Event, slot: RowSlot?) throws -> RecordedEvent {
         let recorded = RecordedEvent(sequence: nextSequence, at: time, event: event)
         try putRecord(recorded)
-        try projector.apply(recorded)
+        try projector.apply(recorded, slot: slot)
         appended.append(recorded)
         nextSequence += 1
         return recorded
@@ -42,8 +44,25 @@ package struct Appender {
         try projector.store.flush()
     }
 
-    /// Unsettled writes to the row (R2.2), as this transaction sees them.
-    func unsettledWrites(user: String, table: String, key: CanonicalJSON) throws -> [WriteID] {
-        try projector.unsettledWrites(user: user, table: table, key: key)
+    /// The slot of the row a new write goes to (R2.2), as this transaction sees it now: its writes
+    /// not settled are what the write follows. Good for the next `append(queued:slot:)` only.
+    func rowSlot(user: String, table: String, key: CanonicalJSON) throws -> PreparedRowSlot {
+        PreparedRowSlot(slot: try projector.rowSlot(user: user, table: table, key: key), before: nextSequence)
     }
+
+    /// Appends `queued`, whose row slot `prepared` was read just before, with nothing appended since.
+    @discardableResult
+    mutating func append(queued: WriteQueued, slot prepared: PreparedRowSlot) throws -> RecordedEvent {
+        precondition(prepared.before == nextSequence, "a row slot read before another event was appended")
+        return try append(.writeQueued(queued), slot: prepared.slot)
+    }
+}
+
+/// A row slot read for the write an appender appends next.
+struct PreparedRowSlot {
+    let slot: RowSlot
+    /// The sequence the next event had when the slot was read.
+    let before: UInt64
+    /// The writes the new write follows (R2.2).
+    var unsettled: [WriteID] { slot.unsettled }
 }

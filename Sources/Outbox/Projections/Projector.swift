@@ -13,9 +13,17 @@
 struct Projector<Store: ProjectionStore> {
     var store: Store
 
-    mutating func apply(_ recorded: RecordedEvent) throws {
+    /// The next write id the queue gives, once read: only `queue` changes it.
+    private var nextID: UInt64?
+
+    init(store: Store) { self.store = store }
+
+    /// Folds `recorded`; a `writeQueued` whose row slot the caller has just read (`rowSlot`) passes it,
+    /// so the fold does not read it again.
+    mutating func apply(_ recorded: RecordedEvent, slot: RowSlot? = nil) throws {
         if case .writeQueued(let queued) = recorded.event, try isNew(queued.id) {
-            return try queue(queued, at: recorded.sequence)
+            let slot = try slot ?? rowSlot(user: queued.user, table: queued.table, key: queued.canonicalKey)
+            return try queue(queued, at: recorded.sequence, slot: slot)
         }
         try fold(recorded)
     }
@@ -174,13 +182,16 @@ struct Projector<Store: ProjectionStore> {
     func entry(_ id: WriteID) throws -> WriteEntry? { try store.entry(id) }
 
     /// Ids are given once, in order (R2.1): a `writeQueued` below the next id repeats one and queues nothing.
-    private func isNew(_ id: WriteID) throws -> Bool { id.rawValue >= (try nextWriteID()) }
+    private mutating func isNew(_ id: WriteID) throws -> Bool { id.rawValue >= (try nextWriteID()) }
 
-    private func nextWriteID() throws -> UInt64 {
-        try store.value(.meta, MetaKey.nextWriteId).map { try MetaKey.readUInt64($0, name: MetaKey.nextWriteId) } ?? 1
+    private mutating func nextWriteID() throws -> UInt64 {
+        if let nextID { return nextID }
+        let read = try store.value(.meta, MetaKey.nextWriteId).map { try MetaKey.readUInt64($0, name: MetaKey.nextWriteId) } ?? 1
+        nextID = read
+        return read
     }
 
-    private mutating func queue(_ queued: WriteQueued, at sequence: UInt64) throws {
+    private mutating func queue(_ queued: WriteQueued, at sequence: UInt64, slot: RowSlot) throws {
         let entry = WriteEntry(
             queuedSequence: sequence, user: queued.user, table: queued.table,
             dependencies: queued.dependencies, atomicGroup: queued.atomicGroup, renewedKey: nil,
@@ -194,11 +205,11 @@ struct Projector<Store: ProjectionStore> {
         counters.pending += 1
         try store.setCounters(counters, for: entry.user)
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
-        let row = RowKey.of(user: queued.user, table: queued.table, key: queued.canonicalKey)
-        try setRow(row, try unsettled(rowIDs(row), user: queued.user, table: queued.table) + [queued.id])
+        try setRow(slot.key, slot.unsettled + [queued.id])
         for dependency in entry.dependencies {
             try store.set(.dependents, StoreKey.pair(dependency.rawValue, queued.id.rawValue), [])
         }
+        nextID = queued.id.rawValue &+ 1
         try store.set(.meta, MetaKey.nextWriteId, StoreKey.bytes(id: queued.id.rawValue &+ 1))
     }
 
@@ -354,10 +365,18 @@ struct Projector<Store: ProjectionStore> {
         }
     }
 
-    /// Unsettled writes to the row, oldest first: what a new write to it follows (R2.2).
-    func unsettledWrites(user: String, table: String, key: CanonicalJSON) throws -> [WriteID] {
-        try unsettled(rowIDs(RowKey.of(user: user, table: table, key: key)), user: user, table: table)
+    /// The slot of the row a new write to (`user`, `table`, `key`) goes to (R2.2).
+    func rowSlot(user: String, table: String, key: CanonicalJSON) throws -> RowSlot {
+        let row = RowKey.of(user: user, table: table, key: key)
+        return RowSlot(key: row, unsettled: try unsettled(rowIDs(row), user: user, table: table))
     }
+}
+
+/// A row's slot in `rows` as a new write to the row finds it (R2.2): its key, and its writes not
+/// settled, oldest first, which the new write follows.
+struct RowSlot {
+    let key: [UInt8]
+    let unsettled: [WriteID]
 }
 
 extension MetaKey {

@@ -26,7 +26,7 @@ enum RowKey {
         let kept: Bool = canonical.withUnsafeBytes { raw in
             // One member: the object tag, a count of 1, the member's name, then its value.
             var r = ByteReader(raw)
-            guard (try? r.byte()) == JSONValue.Tag.object.rawValue, (try? r.count()) == 1, let name = try? r.skipString(),
+            guard (try? r.byte()) == JSONValue.Tag.object.rawValue, (try? r.count()) == 1, let name = try? r.skipTrustedString(),
                 let tag = try? r.byte()
             else { return false }
             let hash = r.withBytes(name) { StableHash.of(user, table, $0) }
@@ -38,7 +38,7 @@ enum RowKey {
                 w.bigEndian(UInt64(bitPattern: number) ^ (1 << 63))
                 return true
             case .string:
-                guard let text = try? r.skipString(), text.count <= maxKeptString else { return false }
+                guard let text = try? r.skipTrustedString(), text.count <= maxKeptString else { return false }
                 w.bigEndian(hash)
                 w.byte(3)
                 r.withBytes(text) { w.raw($0) }

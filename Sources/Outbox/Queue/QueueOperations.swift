@@ -29,12 +29,12 @@ enum QueueOperations {
         ids.reserveCapacity(writes.count)
         for (offset, write) in writes.enumerated() {
             let id = WriteID(first + UInt64(offset))
-            let follows = try appender.unsettledWrites(user: user, table: write.table, key: write.canonicalKey)
+            let slot = try appender.rowSlot(user: user, table: write.table, key: write.canonicalKey)
             try appender.append(
-                .writeQueued(
-                    WriteQueued(
-                        id: id, user: user, write: write, follows: follows, idempotencyKey: IdempotencyKey(using: random),
-                        atomicGroup: group)))
+                queued: WriteQueued(
+                    id: id, user: user, write: write, follows: slot.unsettled, idempotencyKey: IdempotencyKey(using: random),
+                    atomicGroup: group),
+                slot: slot)
             ids.append(id)
         }
         return ids

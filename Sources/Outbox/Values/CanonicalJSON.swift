@@ -19,9 +19,11 @@ package struct CanonicalJSON: Hashable, Sendable {
         return CanonicalJSON(checked: reader.bytes(from: start))
     }
 
-    /// The value's length as JSON text (what `JSONText.renderedLength` counts), checked on the way as a
-    /// reader of the log checks it: bytes made from a `JSONValue` that holds a number that is not
-    /// finite, or nests deeper than `JSONText.maxDepth`, throw the reason the log would refuse them.
+    /// The value's length as JSON text (what `JSONText.renderedLength` counts), checking on the way what
+    /// a value can hold that a reader of the log refuses: bytes made from a `JSONValue` that holds a
+    /// number that is not finite, or nests deeper than `JSONText.maxDepth`, throw the reason. (Their
+    /// strings are UTF-8 and their members in canonical order by construction, and read bytes were
+    /// checked whole when they were read.)
     func checkedTextLength() throws(DecodeFailure) -> Int {
         do {
             return try bytes.withUnsafeBytes { raw in
@@ -62,7 +64,7 @@ package struct CanonicalJSON: Hashable, Sendable {
                     _ = try y.byte()
                     var (left, right) = (try x.count(), try y.count())
                     guard left > 0, right > 0 else { return }
-                    var (myName, theirName) = (try x.skipString(), try y.skipString())
+                    var (myName, theirName) = (try x.skipTrustedString(), try y.skipTrustedString())
                     while true {
                         let p = UnsafeRawBufferPointer(rebasing: a[myName])
                         let q = UnsafeRawBufferPointer(rebasing: b[theirName])
@@ -70,23 +72,23 @@ package struct CanonicalJSON: Hashable, Sendable {
                         let mineFirst = !same && p.lexicographicallyPrecedes(q)
                         if same || mineFirst {
                             let mine = x.offset
-                            _ = try Self.check(&x, depth: 1, Checking.self)
+                            _ = try Self.check(&x, depth: 1, Skipping.self)
                             left -= 1
                             if same {
                                 let theirs = y.offset
-                                _ = try Self.check(&y, depth: 1, Checking.self)
+                                _ = try Self.check(&y, depth: 1, Skipping.self)
                                 right -= 1
                                 if !body(myName, mine..<x.offset, theirs..<y.offset) { return }
                                 guard right > 0 else { return }
-                                theirName = try y.skipString()
+                                theirName = try y.skipTrustedString()
                             }
                             guard left > 0 else { return }
-                            myName = try x.skipString()
+                            myName = try x.skipTrustedString()
                         } else {
-                            _ = try Self.check(&y, depth: 1, Checking.self)
+                            _ = try Self.check(&y, depth: 1, Skipping.self)
                             right -= 1
                             guard right > 0 else { return }
-                            theirName = try y.skipString()
+                            theirName = try y.skipTrustedString()
                         }
                     }
                 } catch {
@@ -141,10 +143,12 @@ package struct CanonicalJSON: Hashable, Sendable {
         return out
     }
 
-    /// Checks one value (see `read`); when the walk `measures`, returns its length as JSON text, else 0.
-    /// (A type, not a flag: each walk is compiled on its own, and a read of the log counts nothing.)
+    /// Checks one value (see `read`; a walk that trusts the text checks its tags, lengths, numbers and
+    /// depth only); when the walk `measures`, returns its length as JSON text, else 0. (A type, not a
+    /// flag: each walk is compiled on its own, and a read of the log counts nothing.)
     private static func check<Walk: CanonicalWalk>(_ reader: inout ByteReader, depth: Int, _ walk: Walk.Type) throws -> Int {
         let measuring = Walk.measures
+        let checkingText = Walk.checksText
         guard depth < JSONText.maxDepth else { throw DecodeFailure("JSON nested deeper than \(JSONText.maxDepth)") }
         switch JSONValue.Tag(rawValue: try reader.byte()) {
         case .null, .isTrue: return 4
@@ -157,7 +161,7 @@ package struct CanonicalJSON: Hashable, Sendable {
             guard value.isFinite else { throw DecodeFailure("a number that is not finite") }
             return measuring ? JSONText.renderedLength(.double(value)) : 0
         case .string:
-            let string = try reader.skipString()
+            let string = checkingText ? try reader.skipString() : try reader.skipTrustedString()
             return measuring ? quotedLength(string, reader) : 0
         case .array:
             let count = try reader.count()
@@ -169,8 +173,8 @@ package struct CanonicalJSON: Hashable, Sendable {
             var length = 2 + max(0, count - 1)
             var previous: Range<Int>?
             for _ in 0..<count {
-                let name = try reader.skipString()
-                if let previous, !reader.precedes(previous, name) {
+                let name = checkingText ? try reader.skipString() : try reader.skipTrustedString()
+                if checkingText, let previous, !reader.precedes(previous, name) {
                     throw DecodeFailure("JSON object keys not in canonical order")
                 }
                 previous = name
@@ -203,7 +207,7 @@ package struct CanonicalJSON: Hashable, Sendable {
         case .isTrue: out.append(contentsOf: "true".utf8)
         case .int: out.append(contentsOf: String(try reader.signed()).utf8)
         case .double: out.append(contentsOf: JSONText.render(.double(Double(bitPattern: try reader.bigEndian()))).utf8)
-        case .string: try quote(reader.skipString(), &reader, to: &out)
+        case .string: try quote(reader.skipTrustedString(), &reader, to: &out)
         case .array:
             out.append(UInt8(ascii: "["))
             for index in 0..<(try reader.count()) {
@@ -215,7 +219,7 @@ package struct CanonicalJSON: Hashable, Sendable {
             out.append(UInt8(ascii: "{"))
             for index in 0..<(try reader.count()) {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                try quote(reader.skipString(), &reader, to: &out)
+                try quote(reader.skipTrustedString(), &reader, to: &out)
                 out.append(UInt8(ascii: ":"))
                 try render(&reader, to: &out)
             }
@@ -264,11 +268,34 @@ extension ByteReader {
         try skip(length)
         return range
     }
+
+    /// Skips a length-prefixed string whose bytes are known to be UTF-8; returns where they are.
+    mutating func skipTrustedString() throws -> Range<Int> {
+        let length = try count()
+        let range = offset..<(offset + length)
+        try skip(length)
+        return range
+    }
 }
 
-/// What a walk over canonical bytes does besides checking them.
-private protocol CanonicalWalk { static var measures: Bool { get } }
-/// Checks only: a read of the log.
-private enum Checking: CanonicalWalk { static var measures: Bool { false } }
-/// Checks and counts the length as JSON text: enqueue's check of a write.
-private enum Measuring: CanonicalWalk { static var measures: Bool { true } }
+/// What a walk over canonical bytes does besides checking their structure.
+private protocol CanonicalWalk {
+    static var measures: Bool { get }
+    /// Whether strings are checked as UTF-8 and members as in canonical order.
+    static var checksText: Bool { get }
+}
+/// Checks everything: a read of the log.
+private enum Checking: CanonicalWalk {
+    static var measures: Bool { false }
+    static var checksText: Bool { true }
+}
+/// Counts the length as JSON text of a `CanonicalJSON`: enqueue's check of a write.
+private enum Measuring: CanonicalWalk {
+    static var measures: Bool { true }
+    static var checksText: Bool { false }
+}
+/// Steps over a value of a `CanonicalJSON`.
+private enum Skipping: CanonicalWalk {
+    static var measures: Bool { false }
+    static var checksText: Bool { false }
+}
