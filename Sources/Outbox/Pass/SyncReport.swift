@@ -76,8 +76,9 @@ public struct SyncReport: Hashable, Sendable {
     public var heldBehindOtherTablesCount = 0
     /// The user's writes still pending when the call returned, whatever the table.
     public var remainingCount = 0
-    /// One entry per answer received or decision made, in order.
-    public var verdicts: [Verdict] = []
+    /// One entry per answer received or decision made, in order (a collection that keeps a run of like
+    /// verdicts on consecutive writes as one).
+    public var verdicts = Verdicts()
     /// The failure that stopped the pass, if one did: kind, HTTP status and code, never a message.
     public var stoppedBy: PassFailure?
     /// How long the instance asked to wait, in seconds (capped at one hour), if it did.
