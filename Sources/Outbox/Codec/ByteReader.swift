@@ -121,6 +121,7 @@ struct ByteReader {
 
     mutating func array<T>(_ read: (inout ByteReader) throws -> T) throws -> [T] {
         let count = try count()
+        if count == 0 { return [] }
         var values: [T] = []
         values.reserveCapacity(count)
         for _ in 0..<count { values.append(try read(&self)) }

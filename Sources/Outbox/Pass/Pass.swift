@@ -96,8 +96,38 @@ struct Pass: Sendable {
             case write(OutgoingWrite)
             case unmade(String)
         }
+
+        /// What is made of each write, by id: a batch's ids ascend, so they are kept in order and
+        /// searched, not hashed.
+        struct MadeWrites: Sendable {
+            private var ids: [WriteID] = []
+            private var made: [Made] = []
+
+            mutating func reserveCapacity(_ count: Int) {
+                ids.reserveCapacity(count)
+                made.reserveCapacity(count)
+            }
+
+            subscript(id: WriteID) -> Made? {
+                get { ids.ascendingIndex(of: id).map { made[$0] } }
+                set {
+                    let index = ids.ascendingInsertionIndex(of: id)
+                    let held = index < ids.endIndex && ids[index] == id
+                    switch (held, newValue) {
+                    case (true, let newValue?): made[index] = newValue
+                    case (true, nil):
+                        ids.remove(at: index)
+                        made.remove(at: index)
+                    case (false, let newValue?):
+                        ids.insert(id, at: index)
+                        made.insert(newValue, at: index)
+                    case (false, nil): break
+                    }
+                }
+            }
+        }
         /// Each write as the instance would receive it, or why the transport cannot make it.
-        var writes: [WriteID: Made] = [:]
+        var writes = MadeWrites()
         /// The atomic group asked about (its writes, in order), and why it cannot go as one request
         /// (nil when it can).
         var group: (writes: [WriteID], unmade: String?)?
@@ -445,7 +475,7 @@ struct Pass: Sendable {
         guard progress.finishing == nil, progress.stoppedBy == nil, !shouldStop() else { return Prepared() }
         var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
         planner.rejected = progress.rejected
-        planner.inFlight = Set(sending?.writes.map(\.id) ?? [])
+        planner.inFlight = (sending?.writes.map(\.id) ?? []).sorted()
         let (planned, snapshot) = try log.readAhead { reader in
             try planner.nextBatch(reader).map { batch in (batch, try outgoingWrites(of: batch, reader)) }
         }

@@ -9,9 +9,9 @@ struct Planner {
     /// own answers puts a sendable write on that list during a pass, and those are `done`, so a pass
     /// reads it once, not once a batch.
     var rejected: [WriteID]? = nil
-    /// Writes of a request in flight, for a plan of what comes after it: not sent again, and as
-    /// settled for what depends on them (as they will be when applied).
-    var inFlight: Set<WriteID> = []
+    /// Writes of a request in flight, ascending, for a plan of what comes after it: not sent again, and
+    /// as settled for what depends on them (as they will be when applied).
+    var inFlight: [WriteID] = []
 
     struct Batch: Sendable {
         var writes: [WriteID] = []
@@ -102,7 +102,8 @@ struct Planner {
         // Writes answered or in flight are passed over before their entries are read. The closures
         // capture the fields they read, not the planner (which each call would copy, sets and all).
         let (done, inFlight, table) = (done, inFlight, table)
-        let skipped = skippingDone ? { (id: WriteID) in done.contains(id) || inFlight.contains(id) } : nil
+        let skipped =
+            skippingDone ? { (id: WriteID) in (!done.isEmpty && done.contains(id)) || inFlight.ascendingContains(id) } : nil
         try forEachPending(reader, besides: try rejected ?? rejectedList(reader), skipping: skipped) { id, entry in
             guard entry.state.isSendable else { return true }
             if let table, entry.table != table { return true }
@@ -180,7 +181,7 @@ struct Planner {
     /// ascend: each batch the planner builds is in id order, so it is searched, not hashed.
     private func isReady(_ entry: WriteEntry, besides batch: [WriteID], _ reader: StoreReader) throws -> Bool {
         try entry.dependencies.allSatisfy { id in
-            try batch.ascendingContains(id) || inFlight.contains(id) || reader.isSettled(id)
+            try batch.ascendingContains(id) || inFlight.ascendingContains(id) || reader.isSettled(id)
         }
     }
 
@@ -190,7 +191,8 @@ struct Planner {
         var members: [WriteID] = []
         for offset in 0..<UInt64(group.count) {
             let id = WriteID(group.first.rawValue + offset)
-            guard !done.contains(id), !inFlight.contains(id), let entry = try reader.entry(id), entry.state.isSendable else {
+            guard !done.contains(id), !inFlight.ascendingContains(id), let entry = try reader.entry(id), entry.state.isSendable
+            else {
                 continue
             }
             members.append(id)

@@ -14,13 +14,22 @@ public struct WriteID: RawRepresentable, Hashable, Comparable, Sendable, CustomS
 
 extension [WriteID] {
     /// Whether this list, whose ids ascend, holds `id`: a binary search, no set built.
-    func ascendingContains(_ id: WriteID) -> Bool {
+    func ascendingContains(_ id: WriteID) -> Bool { ascendingIndex(of: id) != nil }
+
+    /// Where this list, whose ids ascend, holds `id`, if it does.
+    func ascendingIndex(of id: WriteID) -> Int? {
+        let index = ascendingInsertionIndex(of: id)
+        return index < endIndex && self[index] == id ? index : nil
+    }
+
+    /// The first index of this list, whose ids ascend, whose id is not below `id`.
+    func ascendingInsertionIndex(of id: WriteID) -> Int {
         var low = startIndex
         var high = endIndex
         while low < high {
             let middle = low + (high - low) / 2
             if self[middle] < id { low = middle + 1 } else { high = middle }
         }
-        return low < endIndex && self[low] == id
+        return low
     }
 }
