@@ -108,24 +108,20 @@ struct Pass: Sendable {
                 made.reserveCapacity(count)
             }
 
-            subscript(id: WriteID) -> Made? {
-                get { ids.ascendingIndex(of: id).map { made[$0] } }
-                set {
-                    let index = ids.ascendingInsertionIndex(of: id)
-                    let held = index < ids.endIndex && ids[index] == id
-                    switch (held, newValue) {
-                    case (true, let newValue?): made[index] = newValue
-                    case (true, nil):
-                        ids.remove(at: index)
-                        made.remove(at: index)
-                    case (false, let newValue?):
-                        ids.insert(id, at: index)
-                        made.insert(newValue, at: index)
-                    case (false, nil): break
-                    }
+            subscript(id: WriteID) -> Made? { ids.ascendingIndex(of: id).map { made[$0] } }
+
+            /// Keeps what is made of write `id` (in place of what was, if anything was).
+            mutating func set(_ made: Made, for id: WriteID) {
+                let index = ids.ascendingInsertionIndex(of: id)
+                if index < ids.endIndex, ids[index] == id {
+                    self.made[index] = made
+                } else {
+                    ids.insert(id, at: index)
+                    self.made.insert(made, at: index)
                 }
             }
         }
+
         /// Each write as the instance would receive it, or why the transport cannot make it.
         var writes = MadeWrites()
         /// The atomic group asked about (its writes, in order), and why it cannot go as one request
@@ -514,12 +510,12 @@ struct Pass: Sendable {
             switch made {
             case .write(let write):
                 if let reason = transport.unmadeReason(for: write) {
-                    prepared.writes[id] = .unmade(reason)
+                    prepared.writes.set(.unmade(reason), for: id)
                 } else {
-                    prepared.writes[id] = made
+                    prepared.writes.set(made, for: id)
                     outgoing.append(write)
                 }
-            case .unmade: prepared.writes[id] = made
+            case .unmade: prepared.writes.set(made, for: id)
             }
         }
         if batch.isAtomic {
