@@ -112,6 +112,11 @@ struct Pass: Sendable {
 
             /// Keeps what is made of write `id` (in place of what was, if anything was).
             mutating func set(_ made: Made, for id: WriteID) {
+                if ids.last.map({ $0 < id }) ?? true {
+                    ids.append(id)
+                    self.made.append(made)
+                    return
+                }
                 let index = ids.ascendingInsertionIndex(of: id)
                 if index < ids.endIndex, ids[index] == id {
                     self.made[index] = made

@@ -220,16 +220,17 @@ struct Projector<Store: ProjectionStore> {
         entry.update(change)
         try note(sequence, of: id, in: &entry)
         let after = entry.list
-        let key = StoreKey.user(entry.user, id.rawValue)
+        // The lists' key, made only for a list that has a table (a drained write's lists have none).
+        let key = { StoreKey.user(entry.user, id.rawValue) }
         try store.setEntry(entry, for: id)
         if before != after {
-            if let table = before.table { try store.remove(table, key) }
+            if let table = before.table { try store.remove(table, key()) }
             var counters = try store.counters(entry.user)
             try leave(before, id, user: entry.user, &counters)
             try enter(after, id, user: entry.user, &counters)
             try store.setCounters(counters, for: entry.user)
         }
-        if let table = after.table, before != after || after == .blocked { try store.set(table, key, listValue(entry.state)) }
+        if let table = after.table, before != after || after == .blocked { try store.set(table, key(), listValue(entry.state)) }
     }
 
     /// Takes write `id` out of the queue by the event at `sequence`: its history goes to the index under
