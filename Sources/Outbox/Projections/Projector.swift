@@ -186,7 +186,7 @@ struct Projector<Store: ProjectionStore> {
 
     private mutating func nextWriteID() throws -> UInt64 {
         if let nextID { return nextID }
-        let read = try store.value(.meta, MetaKey.nextWriteId).map { try MetaKey.readUInt64($0, name: MetaKey.nextWriteId) } ?? 1
+        let read = try store.value(.meta, nextWriteIdStoreKey).map { try MetaKey.readUInt64($0, name: MetaKey.nextWriteId) } ?? 1
         nextID = read
         return read
     }
@@ -205,12 +205,12 @@ struct Projector<Store: ProjectionStore> {
         counters.pending += 1
         try store.setCounters(counters, for: entry.user)
         // The row's slot drops the writes settled since the last write to it, and gains this one (R2.2).
-        try setRow(slot.key, slot.unsettled + [queued.id])
+        try setRow(slot.key, slot.unsettled, then: queued.id)
         for dependency in entry.dependencies {
             try store.set(.dependents, StoreKey.pair(dependency.rawValue, queued.id.rawValue), [])
         }
         nextID = queued.id.rawValue &+ 1
-        try store.set(.meta, MetaKey.nextWriteId, StoreKey.bytes(id: queued.id.rawValue &+ 1))
+        try store.set(.meta, nextWriteIdStoreKey, StoreKey.bytes(id: queued.id.rawValue &+ 1))
     }
 
     /// Changes write `id`'s entry as the event at `sequence` says, noting the event in its history.
@@ -340,7 +340,7 @@ struct Projector<Store: ProjectionStore> {
         return []
     }
 
-    private func rowIDs(_ row: [UInt8]) throws -> [WriteID] {
+    private func rowIDs(_ row: StoreKey) throws -> [WriteID] {
         guard let bytes = try store.value(.rows, row) else { return [] }
         return try bytes.withUnsafeBytes { raw in
             var r = ByteReader(raw)
@@ -348,9 +348,12 @@ struct Projector<Store: ProjectionStore> {
         }
     }
 
-    private mutating func setRow(_ row: [UInt8], _ ids: [WriteID]) throws {
-        var w = ByteWriter(capacity: ids.count * 3 + 1)
-        w.ids(ids)
+    /// Stores the row slot `row` as `ids` and then `last` (the encoding of `ids + [last]`).
+    private mutating func setRow(_ row: StoreKey, _ ids: [WriteID], then last: WriteID) throws {
+        var w = ByteWriter(capacity: (ids.count + 1) * 10 + 2)
+        w.varint(ids.count + 1)
+        for id in ids { w.varint(id.rawValue) }
+        w.varint(last.rawValue)
         try store.set(.rows, row, w.bytes)
     }
 
@@ -368,7 +371,7 @@ struct Projector<Store: ProjectionStore> {
 
     /// The slot of the row a new write to (`user`, `table`, `key`) goes to (R2.2).
     func rowSlot(user: String, table: String, key: CanonicalJSON) throws -> RowSlot {
-        let row = RowKey.of(user: user, table: table, key: key)
+        let row = StoreKey(RowKey.of(user: user, table: table, key: key))
         return RowSlot(key: row, unsettled: try unsettled(rowIDs(row), user: user, table: table))
     }
 }
@@ -376,7 +379,7 @@ struct Projector<Store: ProjectionStore> {
 /// A row's slot in `rows` as a new write to the row finds it (R2.2): its key, and its writes not
 /// settled, oldest first, which the new write follows.
 struct RowSlot {
-    let key: [UInt8]
+    let key: StoreKey
     let unsettled: [WriteID]
 }
 
@@ -389,3 +392,7 @@ extension MetaKey {
         return bytes.withUnsafeBytes { StoreKey.readBigEndian($0) }
     }
 }
+
+/// `MetaKey.nextWriteId` as a store key, made once: each write queued sets it (a global: a generic
+/// type cannot hold a stored static).
+private let nextWriteIdStoreKey = StoreKey(MetaKey.nextWriteId)
