@@ -395,11 +395,8 @@ struct Pass: Sendable {
             }
             part.writes.removeAll { !ready.contains($0.id) }
             guard !part.writes.isEmpty else { return .ended }
-            // A write released meanwhile goes under its fresh key (R3.1).
             for index in part.writes.indices {
-                if let renewed = try appender.reader.entry(part.writes[index].id)?.renewedKey {
-                    part.writes[index].idempotencyKey = renewed
-                }
+                part.writes[index].takeRenewedKey(of: try appender.reader.entry(part.writes[index].id))
             }
         }
         // An atomic group is one request, or it was unmade (`unmadeReason(forGroup:)`).
@@ -455,8 +452,7 @@ struct Pass: Sendable {
             guard let entry = try reader.entry(id), entry.state.isSendable, let made = prepared.writes[id] else { continue }
             switch made {
             case .write(var write):
-                // A write released meanwhile goes under its fresh key (R3.1).
-                if let renewed = entry.renewedKey, write.idempotencyKey != renewed { write.idempotencyKey = renewed }
+                write.takeRenewedKey(of: entry)
                 outgoing.append(write)
             case .unmade(let reason):
                 unmade.append((id, reason))
@@ -606,5 +602,12 @@ extension StoreReader {
     /// The user's counts, read together (R7.1).
     func counters(user: String) throws -> Counters {
         try value(.meta, MetaKey.counters(user)).map { try Counters.decode($0) } ?? Counters()
+    }
+}
+
+extension OutgoingWrite {
+    /// A write released since it was made goes under the fresh key its entry holds (R3.1).
+    fileprivate mutating func takeRenewedKey(of entry: WriteEntry?) {
+        if let renewed = entry?.renewedKey, idempotencyKey != renewed { idempotencyKey = renewed }
     }
 }

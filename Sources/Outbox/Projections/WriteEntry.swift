@@ -88,7 +88,8 @@ struct WriteEntry: Hashable, Sendable {
     }
 
     /// The entry stored for write `id`, in the layout `layout` (before 15, an entry had no recent
-    /// events; before 16, it held its key whether a release had renewed it or not); damage (a checksum that does not match) is a `DecodeFailure` naming the write.
+    /// events; before 16, it held its key whether a release had renewed it or not); damage (a checksum
+    /// that does not match) is a `DecodeFailure` naming the write.
     static func decode(_ bytes: UnsafeRawBufferPointer, id: WriteID, layout: UInt64 = projectionLayoutVersion) throws
         -> WriteEntry
     {
