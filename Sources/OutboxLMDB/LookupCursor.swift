@@ -71,8 +71,8 @@ public final class LookupCursor<Keys: KeyCodec, Values: ValueCodec> {
     /// `put(_:_:appending:)`.
     @inlinable
     public func put(storedKey key: UnsafeRawBufferPointer, _ value: Values.Value, appending: Bool = false) throws {
-        try put(key: key, reserving: Values.storedCount(of: value, key: key), appending: appending) {
-            Values.encode(value, key: key, into: $0)
+        try Values.withEncoded(value, key: key) { count, fill in
+            try put(key: key, reserving: count, appending: appending, fill)
         }
     }
 

@@ -15,7 +15,44 @@ public protocol ValueCodec {
     static func storedCount(of value: Value, key: UnsafeRawBufferPointer) -> Int
     /// Writes exactly `storedCount(of:key:)` bytes into `buffer`.
     static func encode(_ value: Value, key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer)
+    /// Returns `storedCount(of:key:)`, and when that is at most `scratch.count` has written the value's
+    /// bytes into `scratch`'s first ones. A codec whose count costs as much as its encoding does both in
+    /// one pass; the default counts, then encodes when the value fits.
+    static func encode(_ value: Value, key: UnsafeRawBufferPointer, fittingIn scratch: UnsafeMutableRawBufferPointer) -> Int
     static func decode(_ stored: RawSpan, key: UnsafeRawBufferPointer) throws -> Value
+}
+
+extension ValueCodec {
+    public static func encode(_ value: Value, key: UnsafeRawBufferPointer, fittingIn scratch: UnsafeMutableRawBufferPointer)
+        -> Int
+    {
+        let count = storedCount(of: value, key: key)
+        if count <= scratch.count { encode(value, key: key, into: UnsafeMutableRawBufferPointer(rebasing: scratch[..<count])) }
+        return count
+    }
+
+    /// How many bytes of the stack a put encodes a value into before it reserves the value's page: a
+    /// value that fits is encoded once and copied, a larger one encoded again into its page.
+    @inlinable
+    static var scratchBytes: Int { 1024 }
+
+    /// Calls `put` with `value`'s stored count and what fills the page reserved for it.
+    @inlinable
+    static func withEncoded<R>(
+        _ value: Value, key: UnsafeRawBufferPointer,
+        _ put: (Int, (UnsafeMutableRawBufferPointer) -> Void) throws -> R
+    ) rethrows -> R {
+        try withUnsafeTemporaryAllocation(byteCount: scratchBytes, alignment: 8) { scratch in
+            let count = encode(value, key: key, fittingIn: scratch)
+            return try put(count) { page in
+                if count <= scratch.count {
+                    page.copyMemory(from: UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+                } else {
+                    encode(value, key: key, into: page)
+                }
+            }
+        }
+    }
 }
 
 /// A database whose keys and values have codecs (heed's `Database<KeyCodec, DataCodec>`): reads decode
@@ -53,8 +90,8 @@ extension WritableTransaction where Self: ~Copyable {
     public func put<Keys, Values>(
         _ table: Table<Keys, Values>, storedKey key: UnsafeRawBufferPointer, _ value: Values.Value, options: PutOptions = []
     ) throws -> Bool {
-        try put(table.database, key: key, reserving: Values.storedCount(of: value, key: key), options: options) {
-            Values.encode(value, key: key, into: $0)
+        try Values.withEncoded(value, key: key) { count, fill in
+            try put(table.database, key: key, reserving: count, options: options, fill)
         }
     }
 

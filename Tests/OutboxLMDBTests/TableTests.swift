@@ -65,6 +65,30 @@ enum TaggedString: ValueCodec {
         }
     }
 
+    // A put encodes a value into a buffer on the stack and copies it to its page; one larger than that
+    // buffer is encoded into its page instead. Both read back as they were put.
+    @Test func valuesSmallerAndLargerThanThePutsScratchBufferRoundTrip() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path, databases: ["names"])
+            let names = Names(env.database("names"))
+            let values = [0, 1, 1023, 1024, 1025, 5000].map { String(repeating: "x", count: $0) }
+            try env.write { txn in
+                for (id, value) in values.enumerated() { try txn.put(names, UInt64(id), value) }
+            }
+            try env.write { txn in
+                try txn.withLookupCursor(names) { cursor in
+                    for (id, value) in values.enumerated() { try cursor.put(UInt64(id + 10), value + "y", appending: true) }
+                }
+            }
+            let found: [String?] = try env.read { txn in try (0..<values.count).map { try txn.get(names, UInt64($0)) } }
+            #expect(found == values)
+            let appended: [String?] = try env.read { txn in
+                try (0..<values.count).map { try txn.get(names, UInt64($0 + 10)) }
+            }
+            #expect(appended == values.map { $0 + "y" })
+        }
+    }
+
     @Test func aValueUnderAnotherKeyIsCaughtByItsCodec() throws {
         try withTemporaryDirectory { path in
             let env = try Environment(path: path, databases: ["names"])

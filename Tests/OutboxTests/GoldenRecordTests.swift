@@ -128,6 +128,48 @@ import Testing
         #expect(paged.decoded == counters)
     }
 
+    // A put encodes a record or an entry once, into a scratch buffer, and copies it to its page: the
+    // one pass returns the stored count whatever the scratch's size, and when the value fits leaves
+    // exactly the page's bytes in it (a value that does not fit is encoded again into its page).
+    @Test func theOnePassEncodingCountsAlwaysAndWritesWhatFits() throws {
+        let sample = try #require(Self.samples().first { $0.event.type == .writeQueued })
+        guard case .writeQueued(let queued) = sample.event else { return }
+        let body = JSONValue.object(["text": .string(String(repeating: "é", count: 900))])
+        let large = RecordedEvent(
+            sequence: sample.sequence, at: sample.at,
+            event: .writeQueued(
+                WriteQueued(
+                    id: queued.id, user: queued.user, write: Write.insert(into: queued.table, key: queued.key, body: body),
+                    follows: queued.follows, idempotencyKey: queued.idempotencyKey, atomicGroup: queued.atomicGroup)))
+        for record in Self.samples() + [large] {
+            let page = try Self.encodeInPage(RecordCodec.self, record, key: record.sequence).bytes
+            for room in Set([0, 1, page.count - 5, page.count - 1, page.count, page.count + 7, 1024]) where room >= 0 {
+                let (count, scratch) = Self.encodeOnce(RecordCodec.self, record, key: record.sequence, room: room)
+                #expect(count == page.count, "\(record.event.type.name) in \(room) bytes")
+                if count <= room { #expect(Array(scratch.prefix(count)) == page, "\(record.event.type.name)") }
+            }
+        }
+        #expect(try Self.encodeInPage(RecordCodec.self, large, key: large.sequence).bytes.count > 1024)
+        let entry = DeciderTests.entry(7)
+        let page = try Self.encodeInPage(EntryCodec.self, entry, key: 7).bytes
+        for room in [0, page.count - 1, page.count, 64] {
+            let (count, scratch) = Self.encodeOnce(EntryCodec.self, entry, key: 7, room: room)
+            #expect(count == page.count)
+            if count <= room { #expect(Array(scratch.prefix(count)) == page) }
+        }
+    }
+
+    /// `value` encoded in one pass into a scratch buffer of `room` bytes: the count it returns, and the buffer.
+    static func encodeOnce<Codec: ValueCodec>(
+        _ codec: Codec.Type, _ value: Codec.Value, key: UInt64, room: Int
+    ) -> (count: Int, scratch: [UInt8]) {
+        withUnsafeBytes(of: key.bigEndian) { key in
+            var scratch = [UInt8](repeating: 0xEE, count: room)
+            let count = scratch.withUnsafeMutableBytes { Codec.encode(value, key: key, fittingIn: $0) }
+            return (count, scratch)
+        }
+    }
+
     /// `value` encoded into memory of exactly the size the codec asks LMDB to reserve, and decoded from it.
     static func encodeInPage<Codec: ValueCodec>(
         _ codec: Codec.Type, _ value: Codec.Value, key: UInt64

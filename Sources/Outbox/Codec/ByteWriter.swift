@@ -1,6 +1,7 @@
 /// Where the binary forms the log and projections store are written: LEB128 varints, length-prefixed
-/// bytes. One encoder serves three sinks: `ByteWriter` grows an array, `ByteCount` only counts (the
-/// size LMDB must reserve), and `PageWriter` writes into the page LMDB reserved (`MDB_RESERVE`).
+/// bytes. One encoder serves four sinks: `ByteWriter` grows an array, `ByteCount` only counts (the
+/// size LMDB must reserve), `PageWriter` writes into the page LMDB reserved (`MDB_RESERVE`), and
+/// `ScratchWriter` counts and writes what fits into a buffer of the stack, in one pass.
 protocol ByteSink {
     mutating func byte(_ value: UInt8)
     mutating func raw(_ bytes: UnsafeRawBufferPointer)
@@ -108,4 +109,31 @@ struct PageWriter: ByteSink {
 
     /// Checks that the reservation was exactly filled.
     func finish() { precondition(offset == buffer.count, "\(offset) bytes written into \(buffer.count) reserved") }
+}
+
+/// A sink over a fixed buffer that writes the bytes that fit and counts them all: one pass gives a
+/// value's size and, when it fits, its bytes.
+struct ScratchWriter: ByteSink {
+    private let buffer: UnsafeMutableRawBufferPointer
+    /// Every byte written, those that did not fit included.
+    private(set) var count = 0
+
+    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+
+    /// The bytes written so far, or nil once they no longer fit.
+    var written: UnsafeRawBufferPointer? {
+        count <= buffer.count ? UnsafeRawBufferPointer(rebasing: buffer[..<count]) : nil
+    }
+
+    mutating func byte(_ value: UInt8) {
+        if count < buffer.count { buffer[count] = value }
+        count += 1
+    }
+
+    mutating func raw(_ data: UnsafeRawBufferPointer) {
+        if data.count <= buffer.count - count, let source = data.baseAddress {
+            (buffer.baseAddress! + count).copyMemory(from: source, byteCount: data.count)
+        }
+        count += data.count
+    }
 }

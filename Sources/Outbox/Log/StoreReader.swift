@@ -8,11 +8,14 @@ final class GroupWaiting {
 /// dictionary. Bounded: a scan of a long queue (the report's held counts) starts again past `limit`
 /// entries.
 final class EntryMemo {
+    // Unchecked exclusivity, as `TransactionStore`'s held state: only `entry` and `forEachDecoded`
+    // touch these, and the reads they run do not reach the memo.
+
     /// The entries of the ids from `first` on, in order (nil: the write has none).
-    private var run: [WriteEntry?] = []
-    private var first: UInt64 = 0
+    @exclusivity(unchecked) private var run: [WriteEntry?] = []
+    @exclusivity(unchecked) private var first: UInt64 = 0
     /// The entries of ids outside the run.
-    private var others: [WriteID: WriteEntry?] = [:]
+    @exclusivity(unchecked) private var others: [WriteID: WriteEntry?] = [:]
     private static let limit = 1024
 
     func entry(_ id: WriteID, _ read: () throws -> WriteEntry?) rethrows -> WriteEntry? {

@@ -77,6 +77,14 @@ extension ChecksummedCodec {
         writer.littleEndian32(CRC32C.update(CRC32C.update(0, key), writer.written))
         writer.finish()
     }
+
+    /// Counts and writes in one pass (a record's fields cost as much to count as to write).
+    static func encode(_ value: Value, key: UnsafeRawBufferPointer, fittingIn scratch: UnsafeMutableRawBufferPointer) -> Int {
+        var writer = ScratchWriter(scratch)
+        writeFields(value, into: &writer)
+        writer.littleEndian32(writer.written.map { CRC32C.update(CRC32C.update(0, key), $0) } ?? 0)
+        return writer.count
+    }
 }
 
 /// The log's records (`RecordCodec`'s layout), under their sequence numbers.
