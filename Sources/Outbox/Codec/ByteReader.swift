@@ -70,7 +70,7 @@ struct ByteReader {
     mutating func raw(_ count: Int) throws -> [UInt8] {
         guard count <= remaining else { throw DecodeFailure("ends early") }
         defer { offset += count }
-        return Array(bytes[offset..<(offset + count)])
+        return Self.copy(bytes[offset..<(offset + count)])
     }
 
     mutating func data() throws -> [UInt8] { try raw(try count()) }
@@ -81,7 +81,13 @@ struct ByteReader {
     }
 
     /// A copy of the bytes from `start` up to where the reader is.
-    func bytes(from start: Int) -> [UInt8] { Array(bytes[start..<offset]) }
+    func bytes(from start: Int) -> [UInt8] { Self.copy(bytes[start..<offset]) }
+
+    /// `slice` in an array of its own, copied at once (`Array(slice)` goes through the generic copy,
+    /// some 400 instructions for a short key).
+    private static func copy(_ slice: Slice<UnsafeRawBufferPointer>) -> [UInt8] {
+        Array(UnsafeRawBufferPointer(rebasing: slice))
+    }
 
     /// Calls `body` with the bytes at `range`, which the reader has passed.
     func withBytes<R>(_ range: Range<Int>, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {

@@ -28,13 +28,15 @@ struct Planner {
         // Groups found not ready: their other members are not judged again (a group of n would cost n²).
         var unready = Set<WriteID>()
         let horizon = try heldBehindHorizon(reader)
+        // The closure captures the fields it reads, not the planner (which each write would copy).
+        let (done, inFlight, batchSize) = (done, inFlight, batchSize)
         try forEachCandidate(reader) { id, entry in
             if let horizon, id > horizon { return false }
             if let group = entry.atomicGroup, unready.contains(group.first) { return true }
-            guard try isReady(entry, besides: batch.writes, reader) else { return true }
+            guard try Self.isReady(entry, besides: batch.writes, inFlight: inFlight, reader) else { return true }
             if let group = entry.atomicGroup {
                 if !batch.writes.isEmpty { return false }
-                if let (members, follows) = try readyGroup(group, reader) {
+                if let (members, follows) = try Self.readyGroup(group, done: done, inFlight: inFlight, reader) {
                     batch = Batch(writes: members, isAtomic: members.count > 1, follows: follows)
                     return false
                 }
@@ -54,7 +56,9 @@ struct Planner {
     func stillReady(_ ids: [WriteID], _ reader: StoreReader) throws -> [WriteID] {
         var kept: [WriteID] = []
         for id in ids where !done.contains(id) {
-            guard let entry = try reader.entry(id), entry.state.isSendable, try isReady(entry, besides: kept, reader) else {
+            guard let entry = try reader.entry(id), entry.state.isSendable,
+                try Self.isReady(entry, besides: kept, inFlight: inFlight, reader)
+            else {
                 continue
             }
             kept.append(id)
@@ -177,17 +181,21 @@ struct Planner {
     /// The user's rejected list, in id order.
     func rejectedList(_ reader: StoreReader) throws -> [WriteID] { try reader.listed(.rejected, user: user) }
 
-    /// Every dependency is settled, or in `batch` (sent before it in the same request, R4.5), whose ids
-    /// ascend: each batch the planner builds is in id order, so it is searched, not hashed.
-    private func isReady(_ entry: WriteEntry, besides batch: [WriteID], _ reader: StoreReader) throws -> Bool {
+    /// Every dependency is settled, in `inFlight`, or in `batch` (sent before it in the same request,
+    /// R4.5), whose ids ascend: each batch the planner builds is in id order, so it is searched, not hashed.
+    private static func isReady(
+        _ entry: WriteEntry, besides batch: [WriteID], inFlight: [WriteID], _ reader: StoreReader
+    ) throws -> Bool {
         try entry.dependencies.allSatisfy { id in
             try batch.ascendingContains(id) || inFlight.ascendingContains(id) || reader.isSettled(id)
         }
     }
 
-    /// The sendable writes of an atomic group, and what they follow, if each waits only on settled
-    /// writes or on one another.
-    private func readyGroup(_ group: WriteQueued.AtomicGroup, _ reader: StoreReader) throws -> ([WriteID], Set<WriteID>)? {
+    /// The sendable writes of an atomic group (not `done` nor `inFlight`), and what they follow, if each
+    /// waits only on settled writes or on one another.
+    private static func readyGroup(
+        _ group: WriteQueued.AtomicGroup, done: Set<WriteID>, inFlight: [WriteID], _ reader: StoreReader
+    ) throws -> ([WriteID], Set<WriteID>)? {
         var members: [WriteID] = []
         for offset in 0..<UInt64(group.count) {
             let id = WriteID(group.first.rawValue + offset)
@@ -199,7 +207,9 @@ struct Planner {
         }
         var follows = Set<WriteID>()
         for id in members {
-            guard let entry = try reader.entry(id), try isReady(entry, besides: members, reader) else { return nil }
+            guard let entry = try reader.entry(id), try isReady(entry, besides: members, inFlight: inFlight, reader) else {
+                return nil
+            }
             follows.formUnion(entry.dependencies)
         }
         return (members, follows)
