@@ -331,6 +331,16 @@ let everyKindOfEvent: [Event] = {
         ]
         let keys = distinct.map { RowKey.of(user: "alice", table: "todos", key: $0) }
         #expect(Set(keys).count == distinct.count)
+        // The fold makes the same bytes on the stack, the longest forms included.
+        for key in distinct + [longKey, overlong, ["id": .string(String(repeating: "y", count: RowKey.maxKeptString))]] {
+            let canonical = CanonicalJSON(key)
+            #expect(
+                RowKey.storeKey(user: "alice", table: "todos", key: canonical).bytes
+                    == RowKey.of(user: "alice", table: "todos", key: canonical))
+        }
+        let widest: JSONValue = ["id": .string(String(repeating: "z", count: RowKey.maxKeptBytes - 8))]
+        #expect(CanonicalJSON(widest).bytes.count == RowKey.maxKeptBytes)
+        #expect(RowKey.storeKey(user: "a", table: "t", key: CanonicalJSON(widest)).bytes.count == 9 + RowKey.maxKeptBytes)
         #expect(
             RowKey.of(user: "alice", table: "todos", key: ["id": 2]) != RowKey.of(user: "bob", table: "todos", key: ["id": 2]))
         #expect(

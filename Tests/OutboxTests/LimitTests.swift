@@ -237,3 +237,66 @@ extension LimitTests {
         for value in values { #expect(JSONText.renderedLength(value) == JSONText.render(value).utf8.count, "\(value)") }
     }
 }
+
+extension LimitTests {
+    // Enqueue measures a write's JSON text (R2.4) only when the lengths of its canonical bytes do not
+    // bound it: no byte of the canonical form renders as more than six bytes of text. And the encoder's
+    // note of whether a log can hold a value is the check a reader of the log makes.
+    @Test func theCanonicalBytesBoundTheTextAndTheEncoderKnowsWhatALogHolds() throws {
+        var random = SplitMix64(seed: 25)
+        let widest: [JSONValue] = [
+            .array(Array(repeating: false, count: 50)), .string(String(repeating: "\u{1}", count: 50)), .null, false, "",
+            .string("\u{1}"), [[], [:], [""], ["": false]], ["": .array(Array(repeating: nil, count: 9))], .int(Int64.min), -64,
+            .double(-1.2345678901234567e-300),
+        ]
+        for value in widest + (0..<3000).map({ _ in Self.randomJSON(&random, depth: 0) }) {
+            let canonical = CanonicalJSON(value)
+            let measured = try? canonical.checkedTextLength()
+            #expect(canonical.isHoldable == (measured != nil), "\(value)")
+            if let measured {
+                #expect(measured == JSONText.render(value).utf8.count, "\(value)")
+                #expect(measured <= canonical.textLengthBound, "\(value)")
+            }
+        }
+        let deep = (1..<JSONText.maxDepth).reduce(JSONValue.int(1)) { inner, _ in .array([inner]) }
+        #expect(CanonicalJSON(deep).isHoldable)
+        #expect(!CanonicalJSON(.array([deep])).isHoldable)
+        #expect(!CanonicalJSON(["a": [1, ["b": .double(.infinity)]]]).isHoldable)
+        // What a log holds reads back holdable; enqueue still refuses the others with their reason.
+        #expect(
+            try CanonicalJSON(deep).bytes.withUnsafeBytes { raw in
+                var reader = ByteReader(raw)
+                return try CanonicalJSON.read(from: &reader).isHoldable
+            })
+        let refused = Write(table: "todos", operation: .insert, key: ["id": 1], body: ["x": .array([deep])])
+        #expect(throws: OutboxError.self) { try refused.validate() }
+        let error = #expect(throws: OutboxError.self) {
+            try Write(table: "todos", operation: .insert, key: ["id": 1], body: ["x": .double(.nan)]).validate()
+        }
+        #expect(error?.message.contains("not finite") == true)
+    }
+
+    /// A JSON value drawn from `random`: every kind, the strings' widest characters, numbers at their
+    /// extremes, and now and then one a log cannot hold.
+    static func randomJSON(_ random: inout SplitMix64, depth: Int) -> JSONValue {
+        let pick = random.next() % (depth > 3 ? 6 : 8)
+        switch pick {
+        case 0: return .null
+        case 1: return .bool(random.next() & 1 == 0)
+        case 2: return .int([0, -1, 63, -64, 64, Int64.max, Int64.min, Int64(bitPattern: random.next())][Int(random.next() % 8)])
+        case 3:
+            let doubles: [Double] = [0.5, -1e-300, 1e300, .infinity, .nan, Double(bitPattern: random.next() >> 2)]
+            return .double(doubles[Int(random.next() % UInt64(doubles.count))])
+        case 4, 5:
+            let characters: [Character] = ["a", "\"", "\\", "\n", "\u{1}", "\u{1F}", "é", "😀", "\t"]
+            return .string(String((0..<random.next() % 6).map { _ in characters[Int(random.next() % 9)] }))
+        case 6: return .array((0..<random.next() % 5).map { _ in randomJSON(&random, depth: depth + 1) })
+        default:
+            var members: [String: JSONValue] = [:]
+            for _ in 0..<random.next() % 5 {
+                members[["", "a", "b", "\u{1}k", "é"][Int(random.next() % 5)]] = randomJSON(&random, depth: depth + 1)
+            }
+            return .object(members)
+        }
+    }
+}

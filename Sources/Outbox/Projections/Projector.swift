@@ -371,7 +371,7 @@ struct Projector<Store: ProjectionStore> {
 
     /// The slot of the row a new write to (`user`, `table`, `key`) goes to (R2.2).
     func rowSlot(user: String, table: String, key: CanonicalJSON) throws -> RowSlot {
-        let row = StoreKey(RowKey.of(user: user, table: table, key: key))
+        let row = RowKey.storeKey(user: user, table: table, key: key)
         return RowSlot(key: row, unsettled: try unsettled(rowIDs(row), user: user, table: table))
     }
 }

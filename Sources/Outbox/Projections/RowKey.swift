@@ -22,6 +22,23 @@ enum RowKey {
     /// The row key, read straight from the key's canonical bytes.
     static func of(user: String, table: String, key: CanonicalJSON) -> [UInt8] {
         var w = ByteWriter(capacity: 17)
+        write(user: user, table: table, key: key, into: &w)
+        return w.bytes
+    }
+
+    /// The row key as a store key, made on the stack (`of`'s bytes, without an array of their own).
+    static func storeKey(user: String, table: String, key: CanonicalJSON) -> StoreKey {
+        withUnsafeTemporaryAllocation(byteCount: maxBytes, alignment: 8) { buffer in
+            var w = ScratchWriter(buffer)
+            write(user: user, table: table, key: key, into: &w)
+            return StoreKey(w.written!)
+        }
+    }
+
+    /// The longest row key: a hash, a tag and a key kept whole.
+    private static let maxBytes = 9 + max(maxKeptBytes, maxKeptString)
+
+    private static func write(user: String, table: String, key: CanonicalJSON, into w: inout some ByteSink) {
         let canonical = key.bytes
         let kept: Bool = canonical.withUnsafeBytes { raw in
             // One member: the object tag, a count of 1, the member's name, then its value.
@@ -46,7 +63,7 @@ enum RowKey {
             default: return false
             }
         }
-        if kept { return w.bytes }
+        if kept { return }
         w.bigEndian(StableHash.of(user, table))
         // The key itself when it fits (every realistic composite key): no two rows share a slot. A
         // longer one is hashed, and the slot's writes are checked against the write's user and table.
@@ -57,7 +74,6 @@ enum RowKey {
             w.byte(2)
             w.bigEndian(StableHash.of(canonical))
         }
-        return w.bytes
     }
 
     /// The longest key (its canonical bytes) kept whole in a row key: with the 9 bytes before it, well

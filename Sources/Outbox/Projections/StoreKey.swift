@@ -122,9 +122,14 @@ extension StoreKey {
     /// LMDB's key order (and the canonical order of JSON object keys): bytes compared as unsigned,
     /// a prefix first.
     static func precedes(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
+        order(UnsafeRawBufferPointer(x), UnsafeRawBufferPointer(y)) < 0
+    }
+
+    /// LMDB's order of two runs of bytes: negative when `x` comes first, zero when they are equal.
+    static func order(_ x: UnsafeRawBufferPointer, _ y: UnsafeRawBufferPointer) -> Int {
         let common = min(x.count, y.count)
         let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
-        return order != 0 ? order < 0 : x.count < y.count
+        return order != 0 ? Int(order) : x.count - y.count
     }
 
     static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {

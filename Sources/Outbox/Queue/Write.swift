@@ -111,11 +111,17 @@ public struct Write: Hashable, Sendable {
         }
         guard let fields = canonicalBody.memberCount else { throw OutboxError.invalid("the body must be a JSON object") }
         if operation == .delete, fields > 0 { throw OutboxError.invalid("a delete carries no body") }
-        let size: Int
-        do {
-            size = try canonicalKey.checkedTextLength() + canonicalBody.checkedTextLength()
-        } catch {
-            throw OutboxError.invalid("the key or body cannot be stored: \(error.reason)")
+        // The JSON text is measured only when the lengths of the bytes do not already bound it, or to
+        // find what a log cannot hold.
+        var size = 0
+        if !canonicalKey.isHoldable || !canonicalBody.isHoldable
+            || canonicalKey.textLengthBound + canonicalBody.textLengthBound > Self.maxJSONBytes
+        {
+            do {
+                size = try canonicalKey.checkedTextLength() + canonicalBody.checkedTextLength()
+            } catch {
+                throw OutboxError.invalid("the key or body cannot be stored: \(error.reason)")
+            }
         }
         if let column = columnGivenTwoValues() {
             throw OutboxError.invalid(

@@ -5,10 +5,26 @@
 package struct CanonicalJSON: Hashable, Sendable {
     /// The canonical bytes: equal values, equal bytes.
     package let bytes: [UInt8]
+    /// Whether a log can hold the value (every number finite, nesting less than `JSONText.maxDepth`
+    /// deep): what a reader of the log checks. Read bytes passed that check; a value's encoder notes it.
+    /// (A function of the bytes, so equal bytes agree on it.)
+    let isHoldable: Bool
 
-    package init(_ value: JSONValue) { bytes = value.canonicalBytes }
+    package init(_ value: JSONValue) {
+        var writer = ByteWriter()
+        isHoldable = value.encode(into: &writer)
+        bytes = writer.bytes
+    }
 
-    private init(checked bytes: [UInt8]) { self.bytes = bytes }
+    private init(checked bytes: [UInt8]) {
+        self.bytes = bytes
+        isHoldable = true
+    }
+
+    /// At most how many bytes the value is as JSON text, from its length alone: no byte of the canonical
+    /// form renders as more than six bytes of text (the widest are a control character in a string,
+    /// `\u0001`, and `false` with the comma after it).
+    var textLengthBound: Int { bytes.count * 6 }
 
     /// Reads one value from `reader`, checked as `JSONValue.decode` checks it (known tags, lengths
     /// inside the record, UTF-8, object members in canonical order, finite numbers, the depth limit),
@@ -66,10 +82,10 @@ package struct CanonicalJSON: Hashable, Sendable {
                     guard left > 0, right > 0 else { return }
                     var (myName, theirName) = (try x.skipTrustedString(), try y.skipTrustedString())
                     while true {
-                        let p = UnsafeRawBufferPointer(rebasing: a[myName])
-                        let q = UnsafeRawBufferPointer(rebasing: b[theirName])
-                        let same = p.elementsEqual(q)
-                        let mineFirst = !same && p.lexicographicallyPrecedes(q)
+                        let order = StoreKey.order(
+                            UnsafeRawBufferPointer(rebasing: a[myName]), UnsafeRawBufferPointer(rebasing: b[theirName]))
+                        let same = order == 0
+                        let mineFirst = order < 0
                         if same || mineFirst {
                             let mine = x.offset
                             _ = try Self.check(&x, depth: 1, Skipping.self)

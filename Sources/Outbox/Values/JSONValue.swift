@@ -58,7 +58,11 @@ extension JSONValue {
         case isFalse, isTrue, int, double, string, array, object
     }
 
-    func encode(into writer: inout some ByteSink) {
+    /// Writes the canonical form; returns whether the value is one a log holds (every number finite,
+    /// nesting less than `JSONText.maxDepth` deep from `depth`), as a reader of the log checks.
+    @discardableResult
+    func encode(into writer: inout some ByteSink, depth: Int = 0) -> Bool {
+        var holdable = depth < JSONText.maxDepth
         switch self {
         case .null: writer.byte(Tag.null.rawValue)
         case .bool(let value): writer.byte(value ? Tag.isTrue.rawValue : Tag.isFalse.rawValue)
@@ -68,18 +72,20 @@ extension JSONValue {
         case .double(let value):
             writer.byte(Tag.double.rawValue)
             writer.bigEndian(value.bitPattern)
+            holdable = holdable && value.isFinite
         case .string(let value):
             writer.byte(Tag.string.rawValue)
             writer.string(value)
         case .array(let values):
             writer.byte(Tag.array.rawValue)
-            writer.array(values) { $1.encode(into: &$0) }
+            writer.varint(values.count)
+            for value in values { holdable = value.encode(into: &writer, depth: depth + 1) && holdable }
         case .object(let members):
             writer.byte(Tag.object.rawValue)
             writer.varint(members.count)
             func member(_ key: String, _ value: JSONValue) {
                 writer.string(key)
-                value.encode(into: &writer)
+                holdable = value.encode(into: &writer, depth: depth + 1) && holdable
             }
             // One and two members (a key like `{"id": …}`, a small body) are ordered without an array.
             var iterator = members.makeIterator()
@@ -98,6 +104,7 @@ extension JSONValue {
                 for (key, value) in members.sorted(by: { Self.precedes($0.key, $1.key) }) { member(key, value) }
             }
         }
+        return holdable
     }
 
     /// Whether `a` sorts before `b` byte by byte in UTF-8: the canonical order of object keys.
