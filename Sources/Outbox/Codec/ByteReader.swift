@@ -17,11 +17,16 @@ struct ByteReader {
     var isAtEnd: Bool { offset == bytes.count }
     var remaining: Int { bytes.count - offset }
 
+    @inline(__always)
     mutating func byte() throws -> UInt8 {
-        guard offset < bytes.count else { throw DecodeFailure("ends early") }
+        guard offset < bytes.count else { throw Self.endsEarly() }
         defer { offset += 1 }
         return bytes[offset]
     }
+
+    /// The failure of a read past the end (made out of line: the reads that throw it are inlined).
+    @inline(never)
+    static func endsEarly() -> DecodeFailure { DecodeFailure("ends early") }
 
     mutating func bool() throws -> Bool {
         switch try byte() {
@@ -31,7 +36,22 @@ struct ByteReader {
         }
     }
 
+    /// Unsigned LEB128. Most varints are one byte (small counts, lengths, tags), read inline; the rest
+    /// go through `longVarint`.
+    @inline(__always)
     mutating func varint() throws -> UInt64 {
+        if offset < bytes.count {
+            let first = bytes[offset]
+            if first < 0x80 {
+                offset += 1
+                return UInt64(first)
+            }
+        }
+        return try longVarint()
+    }
+
+    @inline(never)
+    private mutating func longVarint() throws -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -44,11 +64,15 @@ struct ByteReader {
         }
     }
 
+    @inline(__always)
     mutating func count() throws -> Int {
         let value = try varint()
-        guard value <= UInt64(min(Self.maxCount, remaining)) else { throw DecodeFailure("count \(value) exceeds what is left") }
+        guard value <= UInt64(min(Self.maxCount, remaining)) else { throw Self.countFailure(value) }
         return Int(value)
     }
+
+    @inline(never)
+    private static func countFailure(_ value: UInt64) -> DecodeFailure { DecodeFailure("count \(value) exceeds what is left") }
 
     mutating func int() throws -> Int {
         let value = try varint()
@@ -75,8 +99,9 @@ struct ByteReader {
 
     mutating func data() throws -> [UInt8] { try raw(try count()) }
 
+    @inline(__always)
     mutating func skip(_ count: Int) throws {
-        guard count <= remaining else { throw DecodeFailure("ends early") }
+        guard count <= remaining else { throw Self.endsEarly() }
         offset += count
     }
 
