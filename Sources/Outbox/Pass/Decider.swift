@@ -56,6 +56,7 @@ enum Decider {
     static func joiningVerdicts(_ events: [Event]) -> [Event] {
         var joined: [Event] = []
         var run: [VerdictRecorded] = []
+        run.reserveCapacity(events.count)
         func endRun() {
             if run.count == 1 { joined.append(.verdictRecorded(run[0])) }
             if run.count > 1, let passId = run[0].passId {
@@ -78,16 +79,18 @@ enum Decider {
 
     private static func decideEach(_ input: Input, entry: (WriteID) throws -> WriteEntry?) throws -> Decision {
         var decision = Decision()
+        decision.events.reserveCapacity(input.writes.count)
+        decision.verdicts.reserveCapacity(input.writes.count)
         // The entry of each write, by position: nil for a write no longer in the queue.
         let found = try input.writes.map(entry)
-        let entries = zip(input.writes, found).compactMap { id, entry in entry.map { (id, $0) } }
         // The planner sends an atomic group alone (R4.5), so the batch is one when its writes share one.
-        let group = entries.first?.1.atomicGroup
-        let isAtomic = input.writes.count > 1 && group != nil && entries.allSatisfy { $0.1.atomicGroup == group }
+        let group = found.lazy.compactMap { $0 }.first?.atomicGroup
+        let isAtomic = input.writes.count > 1 && group != nil && found.allSatisfy { $0 == nil || $0?.atomicGroup == group }
         switch input.answer {
         case .contractBroken:
             decision.next = .stop(PassFailure(kind: .protocol))
         case .failed(let failure):
+            let entries = zip(input.writes, found).compactMap { id, entry in entry.map { (id, $0) } }
             decideRequestFailure(failure, input, entries, isAtomic: isAtomic, into: &decision)
         case .answered(let answers):
             guard answers.count == input.writes.count else {
@@ -95,13 +98,15 @@ enum Decider {
                 return decision
             }
             // The answers line up with the request's writes, one each.
-            let answered = zip(input.writes.indices, answers).compactMap { index, answer in
-                found[index].map { (input.writes[index], $0, answer) }
-            }
             if isAtomic {
+                let answered = zip(input.writes.indices, answers).compactMap { index, answer in
+                    found[index].map { (input.writes[index], $0, answer) }
+                }
                 decideGroup(answered, input, into: &decision)
             } else {
-                for (id, entry, answer) in answered { decideOne(id, entry, answer, input, into: &decision) }
+                for index in input.writes.indices {
+                    if let entry = found[index] { decideOne(input.writes[index], entry, answers[index], input, into: &decision) }
+                }
             }
         }
         return decision

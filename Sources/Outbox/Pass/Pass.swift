@@ -447,6 +447,7 @@ struct Pass: Sendable {
         [OutgoingWrite], [(WriteID, String)]
     ) {
         var outgoing: [OutgoingWrite] = []
+        outgoing.reserveCapacity(ids.count)
         var unmade: [(WriteID, String)] = []
         for id in ids {
             guard let entry = try reader.entry(id), entry.state.isSendable, let made = prepared.writes[id] else { continue }
