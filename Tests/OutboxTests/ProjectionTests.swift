@@ -388,8 +388,15 @@ import Testing
             try log.transaction(sync: .standard) { appender in
                 try appender.append(queued(1, row: 1))
                 try appender.append(queued(2, row: 2))
-                // A point read and a scan, before the commit: both see the two new writes.
+                // A point read and a scan, before the commit: both see the two new writes, and the next
+                // write id they set (held apart from meta's other bytes until written out).
                 #expect(try appender.reader.nextWriteID() == 3)
+                var scannedNext: [UInt8]?
+                try appender.reader.scan(.meta, MetaKey.nextWriteId, nil) { _, value in
+                    scannedNext = value.copiedBytes
+                    return false
+                }
+                #expect(scannedNext == StoreKey.bytes(id: 3))
                 var queued: [UInt64] = []
                 try appender.reader.scan(.writes, [], nil) { key, _ in
                     queued.append(try StoreKey.readBigEndian(key))
@@ -410,6 +417,7 @@ import Testing
                         pending: 1, rejected: 0, blocked: 0, answered: 1, behind: 0, sendFrom: 2, answeredBehind: 0,
                         answeredFrom: 1, answeredTo: 2))
             #expect(try log.verify().isOK)
+            #expect(try log.read { try $0.nextWriteID() } == 3)
             log.close()
         }
     }

@@ -35,6 +35,9 @@ final class TransactionStore: ProjectionStore {
     @exclusivity(unchecked) private var heldCount = 0
     /// Whether the store wrote anything to LMDB in this transaction.
     @exclusivity(unchecked) private var hasWritten = false
+    /// The next write id, when this transaction set it: held apart from `meta`'s bytes until written
+    /// out, since a bulk enqueue sets it for every write.
+    @exclusivity(unchecked) private var nextWriteID: UInt64?
     /// More than this many held entries are written out and forgotten (a rebuild of a large log).
     fileprivate static let limit = 4096
 
@@ -109,6 +112,7 @@ final class TransactionStore: ProjectionStore {
         memory.entriesAsOf = hasWritten || appended ? transaction : transaction &- 1
         memory.counters.removeAll()
         hasWritten = false
+        nextWriteID = nil
         heldCount = 0
         return memory
     }
@@ -119,6 +123,7 @@ final class TransactionStore: ProjectionStore {
     func value(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? { try value(table, StoreKey(key)) }
 
     func value(_ table: ProjectionTable, _ key: StoreKey) throws -> [UInt8]? {
+        if table == .meta, let nextWriteID, key == nextWriteIdStoreKey { return StoreKey.bytes(id: nextWriteID) }
         if table == .meta, let user = countersUser(key) {
             let found = try counters(user)
             return found.isZero ? nil : found.encode()
@@ -145,6 +150,7 @@ final class TransactionStore: ProjectionStore {
     }
 
     func set(_ table: ProjectionTable, _ key: StoreKey, _ value: [UInt8]) throws {
+        if table == .meta, key == nextWriteIdStoreKey { nextWriteID = nil }
         if table == .meta, let user = countersUser(key) { return try setCounters(Counters.decode(value), for: user) }
         switch table {
         case .writes:
@@ -156,6 +162,7 @@ final class TransactionStore: ProjectionStore {
     }
 
     func remove(_ table: ProjectionTable, _ key: StoreKey) throws {
+        if table == .meta, key == nextWriteIdStoreKey { nextWriteID = nil }
         if table == .meta, let user = countersUser(key) { return try setCounters(Counters(), for: user) }
         switch table {
         case .writes: try removeEntry(WriteID(key.head))
@@ -192,6 +199,8 @@ final class TransactionStore: ProjectionStore {
         try keep { $0.counters.keep(user, counters.isZero ? nil : counters, isWritten: false) }
     }
 
+    func setNextWriteID(_ id: UInt64) { nextWriteID = id }
+
     /// Runs `change` (which adds or replaces one held entry) and writes everything out past the limit.
     private func keep(_ change: (TransactionStore) -> Bool) throws {
         if change(self) { heldCount += 1 }
@@ -217,6 +226,12 @@ final class TransactionStore: ProjectionStore {
             if !keeping { heldCount -= entries.count }
             try entries.write(through: lookups.entries, keepingSlots: keeping)
         case .meta:
+            if let nextWriteID {
+                if held[table.index].keep(nextWriteIdStoreKey, StoreKey.bytes(id: nextWriteID), isWritten: false) {
+                    heldCount += 1
+                }
+                self.nextWriteID = nil
+            }
             heldCount -= counters.count + held[table.index].count
             try counters.write(through: lookups.counters)
             try held[table.index].write(through: lookups.bytes[table.index])
@@ -230,7 +245,7 @@ final class TransactionStore: ProjectionStore {
     private func changes(_ table: ProjectionTable) -> Int {
         switch table {
         case .writes: entries.changed
-        case .meta: counters.changed + held[table.index].changed
+        case .meta: counters.changed + held[table.index].changed + (nextWriteID == nil ? 0 : 1)
         default: held[table.index].changed
         }
     }

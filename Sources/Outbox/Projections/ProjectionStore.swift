@@ -12,6 +12,8 @@ protocol ProjectionStore {
     func counters(_ user: String) throws -> Counters
     /// Stores the user's counters; zero counters are removed.
     mutating func setCounters(_ counters: Counters, for user: String) throws
+    /// Stores the next write id the queue gives (`MetaKey.nextWriteId`): each write queued sets it.
+    mutating func setNextWriteID(_ id: UInt64) throws
 }
 
 /// Keys as bytes, and the typed entries through the bytes, for a store that keeps only bytes.
@@ -38,7 +40,12 @@ extension ProjectionStore {
         let key = MetaKey.counters(user)
         if counters.isZero { try remove(.meta, key) } else { try set(.meta, key, counters.encode()) }
     }
+
+    mutating func setNextWriteID(_ id: UInt64) throws { try set(.meta, nextWriteIdStoreKey, StoreKey.bytes(id: id)) }
 }
+
+/// `MetaKey.nextWriteId` as a store key, made once (a global: a generic type cannot hold a stored static).
+let nextWriteIdStoreKey = StoreKey(MetaKey.nextWriteId)
 
 /// Projections held in memory, in LMDB's key order when listed.
 struct MemoryProjections: ProjectionStore {

@@ -210,7 +210,7 @@ struct Projector<Store: ProjectionStore> {
             try store.set(.dependents, StoreKey.pair(dependency.rawValue, queued.id.rawValue), [])
         }
         nextID = queued.id.rawValue &+ 1
-        try store.set(.meta, nextWriteIdStoreKey, StoreKey.bytes(id: queued.id.rawValue &+ 1))
+        try store.setNextWriteID(queued.id.rawValue &+ 1)
     }
 
     /// Changes write `id`'s entry as the event at `sequence` says, noting the event in its history.
@@ -392,7 +392,3 @@ extension MetaKey {
         return bytes.withUnsafeBytes { StoreKey.readBigEndian($0) }
     }
 }
-
-/// `MetaKey.nextWriteId` as a store key, made once: each write queued sets it (a global: a generic
-/// type cannot hold a stored static).
-private let nextWriteIdStoreKey = StoreKey(MetaKey.nextWriteId)
