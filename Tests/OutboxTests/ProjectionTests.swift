@@ -389,7 +389,7 @@ import Testing
                 try appender.append(queued(1, row: 1))
                 try appender.append(queued(2, row: 2))
                 // A point read and a scan, before the commit: both see the two new writes, and the next
-                // write id they set (held apart from meta's other bytes until written out).
+                // write id they set (R2.1; held apart from meta's other bytes until written out).
                 #expect(try appender.reader.nextWriteID() == 3)
                 var scannedNext: [UInt8]?
                 try appender.reader.scan(.meta, MetaKey.nextWriteId, nil) { _, value in
