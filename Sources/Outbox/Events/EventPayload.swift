@@ -12,6 +12,13 @@ protocol EventPayload: Hashable, Sendable {
 
 extension ByteSink {
     mutating func ids(_ ids: [WriteID]) { array(ids) { $0.varint($1.rawValue) } }
+
+    /// `ids + [last]` as `ids(_:)` writes it, without making that array.
+    mutating func ids(_ ids: [WriteID], then last: WriteID) {
+        varint(ids.count + 1)
+        for id in ids { varint(id.rawValue) }
+        varint(last.rawValue)
+    }
 }
 
 extension ByteReader {

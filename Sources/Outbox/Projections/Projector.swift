@@ -351,9 +351,7 @@ struct Projector<Store: ProjectionStore> {
     /// Stores the row slot `row` as `ids` and then `last` (the encoding of `ids + [last]`).
     private mutating func setRow(_ row: StoreKey, _ ids: [WriteID], then last: WriteID) throws {
         var w = ByteWriter(capacity: (ids.count + 1) * 10 + 2)
-        w.varint(ids.count + 1)
-        for id in ids { w.varint(id.rawValue) }
-        w.varint(last.rawValue)
+        w.ids(ids, then: last)
         try store.set(.rows, row, w.bytes)
     }
 
