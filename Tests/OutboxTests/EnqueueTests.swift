@@ -211,6 +211,36 @@ import Testing
         }
     }
 
+    // A job's follow-up (a pass reads ahead there) sees the state its commit made, runs neither on the
+    // writer nor on Swift's pool, comes before its caller is told, and what it throws reaches the caller
+    // alone: the commit stays (R2.3).
+    @Test func aFollowUpReadsWhatItsCommitMadeOffTheWriterAndThePool() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let random = SeededRandomSource(seed: 7)
+            let (ids, pending, onWriter, inTask) = try await client.log.append(sync: .withoutMetaSync) { appender in
+                try QueueOperations.enqueue(
+                    [todo(1), todo(2)], user: "alice", atomic: false, random: random, appender: &appender)
+            } then: { [log = client.log] ids in
+                let pending = try log.read { try $0.counters(user: "alice").pending }
+                return (ids, pending, GroupCommitter.isWriting, withUnsafeCurrentTask { $0 != nil })
+            }
+            #expect(ids.count == 2)
+            #expect(pending == 2)
+            #expect(!onWriter)
+            #expect(!inTask)
+            struct Refused: Error {}
+            await #expect(throws: Refused.self) {
+                try await client.log.append(sync: .withoutMetaSync) { appender in
+                    try QueueOperations.enqueue([todo(3)], user: "alice", atomic: false, random: random, appender: &appender)
+                } then: { _ in
+                    throw Refused()
+                }
+            }
+            #expect(try client.log.read { try $0.counters(user: "alice").pending } == 3)
+        }
+    }
+
     // R8.2: a transaction's counters, rows and meta are held in memory and written once; one that
     // holds more than the store keeps (4096 entries) writes them out part way, and the projections
     // still equal the fold of the log.

@@ -245,12 +245,27 @@ package final class EventLog: Sendable {
         sync: Environment.CommitSync = .standard, isEnqueue: Bool = false, crashPoint: CrashPoint? = nil,
         _ work: @escaping @Sendable (inout Appender) throws -> R
     ) async throws -> R {
+        try await submit(
+            GroupCommitter.Job(sync: sync, isEnqueue: isEnqueue, crashPoint: crashPoint, work: { try work(&$0) }))
+    }
+
+    /// Appends as `append` does; then, once the commit is done and before returning, runs `followUp`
+    /// with `work`'s result off Swift's pool, on the thread that completes the commit, and returns what
+    /// it returns. For reads of the state just committed (a pass reads ahead for its next request).
+    func append<R: Sendable, F: Sendable>(
+        sync: Environment.CommitSync = .standard, crashPoint: CrashPoint? = nil,
+        _ work: @escaping @Sendable (inout Appender) throws -> R, then followUp: @escaping @Sendable (R) throws -> F
+    ) async throws -> F {
+        try await submit(
+            GroupCommitter.Job(
+                sync: sync, isEnqueue: false, crashPoint: crashPoint, work: { try work(&$0) },
+                followUp: { try followUp($0 as! R) }))
+    }
+
+    /// Hands `job` to the group committer and waits for it, told what it returns.
+    private func submit<R: Sendable>(_ job: GroupCommitter.Job) async throws -> R {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
-            committer.submit(
-                GroupCommitter.Job(
-                    sync: sync, isEnqueue: isEnqueue, crashPoint: crashPoint, work: { appender in try work(&appender) },
-                    complete: { result in continuation.resume(with: result.map { $0 as! R }) }),
-                to: self)
+            committer.submit(job, to: self) { result in continuation.resume(with: result.map { $0 as! R }) }
         }
     }
 

@@ -6,9 +6,9 @@ internal import Synchronization
 /// while a commit is in flight are run together in the next transaction, so 16 concurrent enqueues cost
 /// far fewer than 16 flushes (R2.3).
 ///
-/// What follows a commit (the observer that refreshes the status and feeds the events stream, then the
-/// callers' completions) runs on a second serial queue, in commit order, so the writer goes on to the
-/// next transaction at once, and a caller that is told its commit is done sees the status it made.
+/// What follows a commit (the observer that refreshes the status and feeds the events stream, then each
+/// job's follow-up and completion) runs on a second serial queue, in commit order, so the writer goes on
+/// to the next transaction at once, and a caller that is told its commit is done sees the status it made.
 ///
 /// A job that throws (anything but an LMDB error) before appending anything fails alone; the others of its group still commit. A job
 /// that throws after appending fails the whole transaction (nothing of it is written), and every job
@@ -20,11 +20,24 @@ package final class GroupCommitter: Sendable {
         /// The crash point this job passes before the commit (by default enqueue's or append's).
         let crashPoint: CrashPoint?
         let work: @Sendable (inout Appender) throws -> any Sendable
-        let complete: @Sendable (Result<any Sendable, any Error>) -> Void
+        /// What the caller does with its result once the commit is done, before it is told: reads of
+        /// the state just committed, on the thread that tells it (a pass reads ahead for its next
+        /// request there, without a hop to a read thread and back). Nothing that may wait on another
+        /// commit: the commits after this one are told after it.
+        var followUp: (@Sendable (any Sendable) throws -> any Sendable)? = nil
+
+        /// Runs the follow-up on a result the commit made.
+        func followingUp(_ result: Result<any Sendable, any Error>) -> Result<any Sendable, any Error> {
+            guard let followUp, case .success(let value) = result else { return result }
+            return Result { try followUp(value) }
+        }
     }
 
+    /// A job and what tells its caller the result.
+    private typealias Submitted = (job: Job, complete: @Sendable (Result<any Sendable, any Error>) -> Void)
+
     private struct State {
-        var jobs: [Job] = []
+        var jobs: [Submitted] = []
         var drainScheduled = false
     }
 
@@ -60,9 +73,9 @@ package final class GroupCommitter: Sendable {
     /// Lets the writer go on after `suspend()`.
     package func resume() { queue.resume() }
 
-    func submit(_ job: Job, to log: EventLog) {
+    func submit(_ job: Job, to log: EventLog, complete: @escaping @Sendable (Result<any Sendable, any Error>) -> Void) {
         let schedule = state.withLock { state -> Bool in
-            state.jobs.append(job)
+            state.jobs.append((job, complete))
             if state.drainScheduled { return false }
             state.drainScheduled = true
             return true
@@ -71,13 +84,14 @@ package final class GroupCommitter: Sendable {
     }
 
     private func drain(_ log: EventLog) {
-        let jobs = state.withLock { state -> [Job] in
+        let submitted = state.withLock { state -> [Submitted] in
             let jobs = state.jobs
             state.jobs = []
             state.drainScheduled = false
             return jobs
         }
-        guard !jobs.isEmpty else { return }
+        guard !submitted.isEmpty else { return }
+        let jobs = submitted.map(\.job)
         transactions.add(1, ordering: .releasing)
         let sync: Environment.CommitSync = jobs.contains { $0.sync == .standard } ? .standard : .withoutMetaSync
         var results: [Result<any Sendable, any Error>] = []
@@ -102,13 +116,13 @@ package final class GroupCommitter: Sendable {
                 committed = appender.appended
             }
         } catch {
-            notifications.async { for job in jobs { job.complete(.failure(error)) } }
+            notifications.async { for (_, complete) in submitted { complete(.failure(error)) } }
             return
         }
         for job in jobs where job.isEnqueue { log.crashPlan?.pass(.enqueueAfterCommit) }
         notifications.async { [committed, results] in
             if !committed.isEmpty { log.didCommit(committed) }
-            for (job, result) in zip(jobs, results) { job.complete(result) }
+            for ((job, complete), result) in zip(submitted, results) { complete(job.followingUp(result)) }
         }
     }
 }

@@ -79,6 +79,18 @@ struct Pass: Sendable {
         case ended
     }
 
+    /// What was read ahead of a transaction of the pass (`readAhead`), for the transport to be asked
+    /// about.
+    enum Ahead: Sendable {
+        /// Nothing to plan: the pass is ending, or nothing is ready.
+        case nothing
+        /// The rest of the batch being sent.
+        case part(Part)
+        /// The batch planned on the snapshot `snapshot`, with the writes of the request in flight then
+        /// (`inFlight`) counted as answered, and each of its writes as the instance would receive it.
+        case batch(Planner.Batch, [(WriteID, Prepared.Made?)], snapshot: UInt64, inFlight: [WriteID])
+    }
+
     /// Writes the pass means to send and has not asked the transport about yet.
     enum Lookup: Sendable {
         /// A batch the planner chose: what each write's request is, or why it cannot be made.
@@ -155,10 +167,10 @@ struct Pass: Sendable {
         // that records the answer before it, so a batch costs one commit (R2.3: pass events with
         // MDB_NOMETASYNC), and its `attemptStarted` is committed before it is sent (R4.6). What the
         // transport says of the writes is asked between transactions (`Prepared`).
-        var prepared = try await offPool { [self] in try prepareAhead(after: Progress(), sending: nil) }
+        var prepared = try await offPool { [self] in prepare(try readAhead(after: Progress(), sending: nil)) }
         var first = Progress()
         first.watermark = try await acknowledgedWatermark(after: nil)
-        var (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared, first] appender in
+        var (progress, step, ahead) = try await appendStep { [self, prepared, first] appender in
             var progress = first
             let step = try next(&appender, &progress, prepared)
             return (progress, step)
@@ -175,7 +187,7 @@ struct Pass: Sendable {
             case .prepare(let lookup):
                 prepared = try await offPool { [self] in try prepare(lookup) }
                 carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
-                (progress, step) = try await log.append(sync: .withoutMetaSync) { [self, prepared, carried] appender in
+                (progress, step, ahead) = try await appendStep { [self, prepared, carried] appender in
                     var progress = carried
                     let step = try next(&appender, &progress, prepared)
                     noteFollowers(of: step, &progress)
@@ -185,14 +197,14 @@ struct Pass: Sendable {
                 // A power loss may undo the last commit: the request must not go ahead of the answers
                 // it follows while they could be lost, or a resend of them would come after it (R9.3).
                 if progress.flushBeforeSend { try await offPool { [log] in try log.makeLastCommitDurable() } }
-                prepared = try await offPool { [self, progress] in try prepareAhead(after: progress, sending: sending) }
+                prepared = prepare(ahead ?? .nothing)
                 let watermark = progress.watermark.flatMap { $0 > 0 ? WriteID($0) : nil }
                 let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic, acknowledgedWatermark: watermark)
                 let received = await send(batch, token: &token, refreshed: &refreshed)
                 log.crashPlan?.pass(.passAfterSend)
                 try checkAlive()
                 carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
-                (progress, step) = try await log.append(sync: .withoutMetaSync, crashPoint: .passAnswerBeforeCommit) {
+                (progress, step, ahead) = try await appendStep(crashPoint: .passAnswerBeforeCommit) {
                     [self, prepared, carried] appender in
                     var progress = carried
                     progress.flushBeforeSend = false
@@ -236,6 +248,19 @@ struct Pass: Sendable {
     private func acknowledgedWatermark(after known: UInt64?) async throws -> UInt64? {
         guard transport.prunesByWatermark, log.commitsAreDurableAsFull else { return nil }
         return try await offPool { [log] in try log.read { try Watermark.acknowledged($0, from: known ?? 0) } }
+    }
+
+    /// Appends a transaction of the pass (R2.3: `MDB_NOMETASYNC`). When it leaves a request to send,
+    /// what the next transaction will likely plan is read as soon as it commits (`readAhead`), on the
+    /// thread that completes the commit: not on Swift's pool, and without a hop to a read thread and
+    /// back, two thread switches a request.
+    private func appendStep(
+        crashPoint: CrashPoint? = nil, _ work: @escaping @Sendable (inout Appender) throws -> (Progress, Step)
+    ) async throws -> (Progress, Step, Ahead?) {
+        try await log.append(sync: .withoutMetaSync, crashPoint: crashPoint, work) { [self] progress, step in
+            guard case .send(let sending) = step else { return (progress, step, nil) }
+            return (progress, step, try readAhead(after: progress, sending: sending))
+        }
     }
 
     /// Runs `body` on the log's read threads: the pass runs on Swift's pool, where no thread may wait
@@ -466,21 +491,32 @@ struct Pass: Sendable {
 
     /// What the next transaction will likely plan, after this one's request is sent: the rest of its
     /// batch, or else the batch after it, on the snapshot just committed, with the request's writes
-    /// as answered; and what the transport says of it (`prepare`). The batch is planned and its writes
-    /// are read in one snapshot, which reads each entry once.
-    private func prepareAhead(after progress: Progress, sending: Request?) throws -> Prepared {
-        if let part = progress.batch.first { return prepare(part) }
-        guard progress.finishing == nil, progress.stoppedBy == nil, !shouldStop() else { return Prepared() }
+    /// as answered, and its writes read. The batch is planned and its writes are read in one snapshot,
+    /// which reads each entry once. The transport is asked about them after (`prepare`).
+    private func readAhead(after progress: Progress, sending: Request?) throws -> Ahead {
+        if let part = progress.batch.first { return .part(part) }
+        guard progress.finishing == nil, progress.stoppedBy == nil, !shouldStop() else { return .nothing }
         var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
         planner.rejected = progress.rejected
-        planner.inFlight = (sending?.writes.map(\.id) ?? []).sorted()
+        let inFlight = sending?.writes.map(\.id) ?? []
+        planner.inFlight = inFlight.sorted()
         let (planned, snapshot) = try log.readAhead { reader in
             try planner.nextBatch(reader).map { batch in (batch, try outgoingWrites(of: batch, reader)) }
         }
-        guard let (batch, built) = planned else { return Prepared() }
-        var prepared = prepare(batch, built)
-        prepared.plan = (batch, snapshot, sending?.writes.map(\.id) ?? [])
-        return prepared
+        guard let (batch, built) = planned else { return .nothing }
+        return .batch(batch, built, snapshot: snapshot, inFlight: inFlight)
+    }
+
+    /// What the transport says of what was read ahead.
+    private func prepare(_ ahead: Ahead) -> Prepared {
+        switch ahead {
+        case .nothing: return Prepared()
+        case .part(let part): return prepare(part)
+        case .batch(let batch, let built, let snapshot, let inFlight):
+            var prepared = prepare(batch, built)
+            prepared.plan = (batch, snapshot, inFlight)
+            return prepared
+        }
     }
 
     /// Asks the transport about the writes of `lookup`, outside any transaction: what each write's
