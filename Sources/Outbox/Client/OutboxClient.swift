@@ -224,13 +224,16 @@ public final class OutboxClient: Sendable {
         if atomic && writes.count > WriteQueued.maxGroupSize {
             throw OutboxError.invalid("an atomic group holds at most \(WriteQueued.maxGroupSize) writes")
         }
-        let writes = try writes.map { write in
-            let keyed = try write.keyedFromBody(columns: write.isKeyless ? transport?.keyColumns(of: write.table) : nil)
-            try keyed.validate()
-            return keyed
+        // Checked where they lie: a copy of a write retains each of its fields.
+        var writes = writes
+        for index in writes.indices where writes[index].isKeyless {
+            writes[index] = try writes[index].keyedFromBody(columns: transport?.keyColumns(of: writes[index].table))
+        }
+        try writes.withUnsafeBufferPointer { writes in
+            for index in writes.indices { try writes[index].validate() }
         }
         let random = configuration.random
-        let ids = try await log.append(isEnqueue: true) { appender in
+        let ids = try await log.append(isEnqueue: true) { [writes] appender in
             try QueueOperations.enqueue(writes, user: owner, atomic: atomic, random: random, appender: &appender)
         }
         trigger(.enqueued)

@@ -142,13 +142,13 @@ public struct Write: Hashable, Sendable {
     /// model), never a row to guess at.
     private func columnGivenTwoValues() -> String? {
         var found: String?
-        canonicalKey.forEachSharedMember(with: canonicalBody) { name, mine, theirs in
-            if canonicalKey.bytes[mine].elementsEqual(canonicalBody.bytes[theirs])
-                || Self.same(canonicalKey.value(at: mine), canonicalBody.value(at: theirs))
-            {
+        // The closure takes the two values, not the write (which it would copy whole).
+        let (key, body) = (canonicalKey, canonicalBody)
+        key.forEachSharedMember(with: body) { name, mine, theirs in
+            if key.bytes[mine].elementsEqual(body.bytes[theirs]) || Self.same(key.value(at: mine), body.value(at: theirs)) {
                 return true
             }
-            found = String(decoding: canonicalKey.bytes[name], as: UTF8.self)
+            found = String(decoding: key.bytes[name], as: UTF8.self)
             return false
         }
         return found
