@@ -14,4 +14,19 @@ import Testing
             }
         }
     }
+
+    // A run of consecutive ids is indexed by its distance from the first; a list with a gap is searched.
+    @Test func indexesRunsAndListsWithGaps() {
+        for count in 0...9 {
+            let run = (0..<count).map { WriteID(UInt64(5 + $0)) }
+            let gapped = run.enumerated().map { $0.offset < count / 2 ? $0.element : WriteID($0.element.rawValue + 3) }
+            for ids in [run, gapped] {
+                for candidate in 0...UInt64(20) {
+                    #expect(
+                        ids.ascendingIndex(of: WriteID(candidate)) == ids.firstIndex(of: WriteID(candidate)),
+                        "\(ids) \(candidate)")
+                }
+            }
+        }
+    }
 }

@@ -16,10 +16,15 @@ extension [WriteID] {
     /// Whether this list, whose ids ascend, holds `id`: a binary search, no set built.
     func ascendingContains(_ id: WriteID) -> Bool { ascendingIndex(of: id) != nil }
 
-    /// Where this list, whose ids ascend, holds `id`, if it does.
+    /// Where this list, whose ids ascend, holds `id`, if it does. An id outside the first and last is
+    /// not searched for, and in a run of consecutive ids (a batch, mostly) it lies its distance from
+    /// the first.
     func ascendingIndex(of id: WriteID) -> Int? {
-        let index = ascendingInsertionIndex(of: id)
-        return index < endIndex && self[index] == id ? index : nil
+        guard let first, let last, first <= id, id <= last else { return nil }
+        let index =
+            last.rawValue &- first.rawValue == UInt64(count &- 1)
+            ? Int(id.rawValue &- first.rawValue) : ascendingInsertionIndex(of: id)
+        return self[index] == id ? index : nil
     }
 
     /// The first index of this list, whose ids ascend, whose id is not below `id`.
