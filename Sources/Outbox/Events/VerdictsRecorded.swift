@@ -10,11 +10,15 @@ public struct VerdictsRecorded: EventPayload {
 
     package init(passId: UInt64, verdicts: [VerdictRecorded]) {
         self.passId = passId
-        self.verdicts = verdicts.map { verdict in
-            var verdict = verdict
-            verdict.passId = passId
-            return verdict
-        }
+        // A pass's verdicts name it already (the decider's): kept as they are, uncopied.
+        self.verdicts =
+            verdicts.allSatisfy { $0.passId == passId }
+            ? verdicts
+            : verdicts.map { verdict in
+                var verdict = verdict
+                verdict.passId = passId
+                return verdict
+            }
     }
 
     func encode(into writer: inout some ByteSink) {

@@ -112,7 +112,10 @@ struct Projector<Store: ProjectionStore> {
         case .verdictRecorded(let verdict):
             try record(verdict, at: recorded.sequence)
         case .verdictsRecorded(let batch):
-            for verdict in batch.verdicts { try record(verdict, at: recorded.sequence) }
+            // Read where they lie: a copy of a verdict retains its state's strings.
+            try batch.verdicts.withUnsafeBufferPointer { verdicts in
+                for index in verdicts.indices { try record(verdicts[index], at: recorded.sequence) }
+            }
         case .schemaRefusalCounted(let counted):
             try update(counted.writeId, at: recorded.sequence) { entry in
                 entry.schemaRefusals = counted.count
@@ -160,14 +163,17 @@ struct Projector<Store: ProjectionStore> {
 
     /// A write's new state (R3.1, R6.1).
     private mutating func record(_ verdict: VerdictRecorded, at sequence: UInt64) throws {
+        // The closure takes the fields, not the verdict (which it would copy whole).
+        let (state, refusals, replayed) = (verdict.state, verdict.refusals, verdict.replayed)
         try update(verdict.writeId, at: sequence) { entry in
-            entry.state = verdict.state
-            entry.refusals = verdict.refusals
-            entry.replayed = verdict.replayed
+            // A write blocked failingAlone keeps what it met and its streak (R4.4).
+            let keepsFailure = state == .blocked(.failingAlone, refusal: nil)
+            entry.state = state
+            entry.refusals = refusals
+            entry.replayed = replayed
             entry.schemaRefusals = 0
             entry.lastSchemaRefusalAt = nil
-            // A write blocked failingAlone keeps what it met and its streak (R4.4).
-            if verdict.state != .blocked(.failingAlone, refusal: nil) {
+            if !keepsFailure {
                 entry.lastFailure = nil
                 entry.environmentalStreak = 0
             }
