@@ -88,7 +88,7 @@ struct Pass: Sendable {
         case part(Part)
         /// The batch planned on the snapshot `snapshot`, with the writes of the request in flight then
         /// (`inFlight`) counted as answered, and each of its writes as the instance would receive it.
-        case batch(Planner.Batch, [(WriteID, Prepared.Made?)], snapshot: UInt64, inFlight: [WriteID])
+        case batch(Planner.Batch, Prepared.MadeWrites, snapshot: UInt64, inFlight: [WriteID])
     }
 
     /// Writes the pass means to send and has not asked the transport about yet.
@@ -121,6 +121,11 @@ struct Pass: Sendable {
             }
 
             subscript(id: WriteID) -> Made? { ids.ascendingIndex(of: id).map { made[$0] } }
+
+            /// Calls `body` with each write's id and what is made of it, in id order.
+            func forEachMade(_ body: (WriteID, Made) throws -> Void) rethrows {
+                for index in ids.indices { try body(ids[index], made[index]) }
+            }
 
             /// Keeps what is made of write `id` (in place of what was, if anything was).
             mutating func set(_ made: Made, for id: WriteID) {
@@ -538,22 +543,17 @@ struct Pass: Sendable {
     }
 
     /// What the transport says of a batch's writes, as `outgoingWrites` read them.
-    private func prepare(_ batch: Planner.Batch, _ built: [(WriteID, Prepared.Made?)]) -> Prepared {
+    private func prepare(_ batch: Planner.Batch, _ built: Prepared.MadeWrites) -> Prepared {
         var prepared = Prepared()
-        prepared.writes.reserveCapacity(built.count)
+        prepared.writes = built
         var outgoing: [OutgoingWrite] = []
-        outgoing.reserveCapacity(built.count)
-        for (id, made) in built {
-            guard let made else { continue }
-            switch made {
-            case .write(let write):
-                if let reason = transport.unmadeReason(for: write) {
-                    prepared.writes.set(.unmade(reason), for: id)
-                } else {
-                    prepared.writes.set(made, for: id)
-                    outgoing.append(write)
-                }
-            case .unmade: prepared.writes.set(made, for: id)
+        outgoing.reserveCapacity(batch.writes.count)
+        built.forEachMade { id, made in
+            guard case .write(let write) = made else { return }
+            if let reason = transport.unmadeReason(for: write) {
+                prepared.writes.set(.unmade(reason), for: id)
+            } else {
+                outgoing.append(write)
             }
         }
         if batch.isAtomic {
@@ -568,10 +568,16 @@ struct Pass: Sendable {
         return prepared
     }
 
-    /// The writes of `batch` as the instance would receive them, read from one snapshot.
-    private func outgoingWrites(of batch: Planner.Batch, _ reader: StoreReader) throws -> [(WriteID, Prepared.Made?)] {
+    /// The writes of `batch` as the instance would receive them, read from one snapshot; those no longer
+    /// sendable left out.
+    private func outgoingWrites(of batch: Planner.Batch, _ reader: StoreReader) throws -> Prepared.MadeWrites {
         let origin = try reader.origin()
-        return try batch.writes.map { ($0, try outgoingWrite($0, origin, reader)) }
+        var built = Prepared.MadeWrites()
+        built.reserveCapacity(batch.writes.count)
+        for id in batch.writes {
+            if let made = try outgoingWrite(id, origin, reader) { built.set(made, for: id) }
+        }
+        return built
     }
 
     /// How the transport sends `writes` as requests: for the writes left before each request, how many
