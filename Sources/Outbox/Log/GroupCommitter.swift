@@ -12,7 +12,7 @@ internal import Synchronization
 /// the writer's thread runs itself (`sync`): not on the writer's queue (`isWriting` is false there, and
 /// the observer and follow-ups read the log), and with no other thread to wake. Handing it to a thread
 /// of its own let the writer go on at once, but the wake-up cost more than the work: a durable enqueue
-/// took 12 to 15 % longer, 16 concurrent ones 5 to 34 % (`Specs/benchmarks.md`).
+/// took 14 to 22 % longer, 16 concurrent ones 5 to 51 % (`Specs/benchmarks.md`).
 ///
 /// A job that throws (anything but an LMDB error) before appending anything fails alone; the others of its group still commit. A job
 /// that throws after appending fails the whole transaction (nothing of it is written), and every job
