@@ -211,33 +211,33 @@ import Testing
         }
     }
 
-    // A job's follow-up (a pass reads ahead there) sees the state its commit made, runs neither on the
-    // writer nor on Swift's pool, comes before its caller is told, and what it throws reaches the caller
-    // alone: the commit stays (R2.3).
-    @Test func aFollowUpReadsWhatItsCommitMadeOffTheWriterAndThePool() async throws {
+    // A job may be told which transaction committed it and whether it ran alone there: jobs gathered
+    // into one transaction are told the same one, neither alone (R2.3).
+    @Test func aJobIsToldItsCommitAndWhetherItRanAlone() async throws {
         try await TemporaryFolder.with { path in
             let client = try await openClient(path)
-            let random = SeededRandomSource(seed: 7)
-            let (ids, pending, onWriter, inTask) = try await client.log.append(sync: .withoutMetaSync) { appender in
-                try QueueOperations.enqueue(
-                    [todo(1), todo(2)], user: "alice", atomic: false, random: random, appender: &appender)
-            } then: { [log = client.log] ids in
-                let pending = try log.read { try $0.counters(user: "alice").pending }
-                return (ids, pending, GroupCommitter.isWriting, withUnsafeCurrentTask { $0 != nil })
+            let log = client.log
+            let enqueue = { @Sendable (n: Int64) in
+                try await log.appendReportingCommit(sync: .withoutMetaSync) { appender in
+                    try QueueOperations.enqueue(
+                        [todo(n)], user: "alice", atomic: false, random: SeededRandomSource(seed: UInt64(n)),
+                        appender: &appender)
+                }.1
             }
-            #expect(ids.count == 2)
-            #expect(pending == 2)
-            #expect(!onWriter)
-            #expect(!inTask)
-            struct Refused: Error {}
-            await #expect(throws: Refused.self) {
-                try await client.log.append(sync: .withoutMetaSync) { appender in
-                    try QueueOperations.enqueue([todo(3)], user: "alice", atomic: false, random: random, appender: &appender)
-                } then: { _ in
-                    throw Refused()
-                }
-            }
-            #expect(try client.log.read { try $0.counters(user: "alice").pending } == 3)
+            let alone = try await enqueue(1)
+            #expect(alone.isAlone)
+            #expect(alone.transaction == (try log.readAhead { _ in }.snapshot))
+            log.committer.suspend()
+            let first = Task { try await enqueue(2) }
+            while log.committer.waitingCount < 1 { await Task.yield() }
+            let second = Task { try await enqueue(3) }
+            while log.committer.waitingCount < 2 { await Task.yield() }
+            log.committer.resume()
+            let (one, other) = (try await first.value, try await second.value)
+            #expect(one == other)
+            #expect(!one.isAlone)
+            #expect(one.transaction == alone.transaction + 1)
+            #expect(try log.read { try $0.counters(user: "alice").pending } == 3)
         }
     }
 

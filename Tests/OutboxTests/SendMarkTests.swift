@@ -162,11 +162,56 @@ import Testing
         }
     }
 
+    // The batch after the next is planned while the commit that sends the next is made, on the
+    // snapshot before it; when that commit ran another job too (a write queued in it, after the
+    // pass's own), the plan is made again on what it committed.
+    @Test(.timeLimit(.minutes(1))) func aPlanReadBeforeACommitSharedWithAnotherJobIsMadeAgain() async throws {
+        try await TemporaryFolder.with { path in
+            let (client, instance) = try await Self.openInBatches(of: 3, path)
+            _ = try await client.enqueue(contentsOf: (1...5).map { todo($0) })
+            let log = client.log
+            log.committer.suspend()
+            let sync = Task { try await client.sync() }
+            // The pass's first commit waits, and the batch after it ([4, 5]) was read ahead meanwhile.
+            while log.committer.waitingCount < 1 || log.reads.finishedCount < log.reads.submittedCount {
+                await Task.yield()
+            }
+            let queued = Task { try await client.enqueue(todo(6)) }
+            while log.committer.waitingCount < 2 { await Task.yield() }
+            log.committer.resume()
+            _ = try await queued.value
+            #expect(try await sync.value.syncedCount == 6)
+            #expect(instance.received.map(\.writes) == [[1, 2, 3], [4, 5, 6]])
+        }
+    }
+
+    // A drain reads ahead once a request: the read made while a commit is made stands when the commit
+    // ran the pass's job alone, and is not made again after it.
+    @Test func aDrainReadsAheadOnceARequest() async throws {
+        try await TemporaryFolder.with { path in
+            let (client, _) = try await Self.openInBatches(of: 2, path)
+            func readsOfADrain(_ count: Int64) async throws -> Int {
+                _ = try await client.enqueue(contentsOf: (1...count).map { todo($0) })
+                let before = client.log.reads.submittedCount
+                #expect(try await client.sync().syncedCount == Int(count))
+                return client.log.reads.submittedCount - before
+            }
+            let short = try await readsOfADrain(6)
+            let long = try await readsOfADrain(12)
+            #expect(long - short == 2 * 3, "three requests more: before each the acknowledged watermark read, and one read ahead")
+        }
+    }
+
     /// A client sending batches of two to a simulated instance.
     static func openInBatchesOfTwo(_ path: String) async throws -> (OutboxClient, SimulatedInstance) {
+        try await openInBatches(of: 2, path)
+    }
+
+    /// A client sending batches of `size` to a simulated instance.
+    static func openInBatches(of size: Int, _ path: String) async throws -> (OutboxClient, SimulatedInstance) {
         let instance = SimulatedInstance()
         var configuration = testConfiguration()
-        configuration.batchSize = 2
+        configuration.batchSize = size
         return (try await openClient(path, configuration: configuration, transport: instance), instance)
     }
 }

@@ -54,4 +54,50 @@ extension TransactionStoreTests {
             client.close()
         }
     }
+
+    // An entry read ahead on the snapshot just before the log's own last commit is kept when that
+    // commit held every entry it changed, and never over one it changed (R8.2).
+    @Test func entriesReadAheadJustBeforeTheLogsOwnCommitNeverHideWhatItChanged() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2)])
+            let log = client.log
+            let read = { (id: WriteID) in try await log.append { appender in try appender.reader.entry(id) } }
+            try log.readAhead { reader in
+                #expect(try reader.entry(ids[0])?.refusals == 0)
+                #expect(try reader.entry(ids[1])?.refusals == 0)
+                // Meanwhile the log commits a change to the first.
+                try log.transaction(sync: .standard) { appender in
+                    try appender.append(
+                        .verdictRecorded(VerdictRecorded(writeId: ids[0], passId: 1, state: .pending, refusals: 3)))
+                }
+            }
+            #expect(try await read(ids[0])?.refusals == 3, "what the commit changed stands")
+            #expect(try await read(ids[1])?.refusals == 0)
+            client.close()
+        }
+    }
+
+    @Test func entriesReadAheadAreNotKeptAfterACommitThatForgotSomeItChanged() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2)])
+            let log = client.log
+            let read = { (id: WriteID) in try await log.append { appender in try appender.reader.entry(id) } }
+            try log.readAhead { reader in
+                #expect(try reader.entry(ids[1])?.refusals == 0)
+                // The log's next commit changes it, then holds more than the store keeps: the change
+                // is written out and forgotten before the commit ends.
+                try log.transaction(sync: .standard) { appender in
+                    try appender.append(
+                        .verdictRecorded(VerdictRecorded(writeId: ids[1], passId: 1, state: .pending, refusals: 5)))
+                    _ = try QueueOperations.enqueue(
+                        (0..<5000).map { todo(Int64(10 + $0)) }, user: "alice", atomic: false,
+                        random: SeededRandomSource(seed: 3), appender: &appender)
+                }
+            }
+            #expect(try await read(ids[1])?.refusals == 5, "the entry read before that commit is not handed on")
+            client.close()
+        }
+    }
 }

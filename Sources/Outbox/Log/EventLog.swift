@@ -249,17 +249,23 @@ package final class EventLog: Sendable {
             GroupCommitter.Job(sync: sync, isEnqueue: isEnqueue, crashPoint: crashPoint, work: { try work(&$0) }))
     }
 
-    /// Appends as `append` does; then, once the commit is done and before returning, runs `followUp`
-    /// with `work`'s result off Swift's pool, on the thread that completes the commit, and returns what
-    /// it returns. For reads of the state just committed (a pass reads ahead for its next request).
-    func append<R: Sendable, F: Sendable>(
+    /// A write transaction that committed: its id (`ReadAccess.transactionID`), and whether one
+    /// caller's job ran alone in it.
+    struct Commit: Sendable, Equatable {
+        let transaction: UInt64
+        let isAlone: Bool
+    }
+
+    /// Appends as `append` does, and tells which transaction committed the work and whether the work
+    /// ran alone in it: what a read of the snapshot before that commit missed is then this work's.
+    func appendReportingCommit<R: Sendable>(
         sync: Environment.CommitSync = .standard, crashPoint: CrashPoint? = nil,
-        _ work: @escaping @Sendable (inout Appender) throws -> R, then followUp: @escaping @Sendable (R) throws -> F
-    ) async throws -> F {
-        try await submit(
+        _ work: @escaping @Sendable (inout Appender) throws -> R
+    ) async throws -> (R, Commit) {
+        let committed: GroupCommitter.Committed = try await submit(
             GroupCommitter.Job(
-                sync: sync, isEnqueue: false, crashPoint: crashPoint, work: { try work(&$0) },
-                followUp: { try followUp($0 as! R) }))
+                sync: sync, isEnqueue: false, crashPoint: crashPoint, work: { try work(&$0) }, reportsCommit: true))
+        return (committed.value as! R, committed.commit)
     }
 
     /// Hands `job` to the group committer and waits for it, told what it returns.

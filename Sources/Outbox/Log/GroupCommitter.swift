@@ -7,10 +7,10 @@ internal import Synchronization
 /// far fewer than 16 flushes (R2.3).
 ///
 /// What follows a commit (the observer that refreshes the status and feeds the events stream, then each
-/// job's follow-up and completion) runs before the next transaction, in commit order, so a caller that
+/// job's completion) runs before the next transaction, in commit order, so a caller that
 /// is told its commit is done sees the status it made. It runs as a block of a second serial queue that
 /// the writer's thread runs itself (`sync`): not on the writer's queue (`isWriting` is false there, and
-/// the observer and follow-ups read the log), and with no other thread to wake. Handing it to a thread
+/// the observer reads the log), and with no other thread to wake. Handing it to a thread
 /// of its own let the writer go on at once, but the wake-up cost more than the work: a durable enqueue
 /// took 14 to 22 % longer, 16 concurrent ones 5 to 51 % (`Specs/benchmarks.md`).
 ///
@@ -24,17 +24,16 @@ package final class GroupCommitter: Sendable {
         /// The crash point this job passes before the commit (by default enqueue's or append's).
         let crashPoint: CrashPoint?
         let work: @Sendable (inout Appender) throws -> any Sendable
-        /// What the caller does with its result once the commit is done, before it is told: reads of
-        /// the state just committed, on the thread that tells it (a pass reads ahead for its next
-        /// request there, without a hop to a read thread and back). Nothing that may wait on another
-        /// commit: the commits after this one are told after it.
-        var followUp: (@Sendable (any Sendable) throws -> any Sendable)? = nil
+        /// Whether the caller is told, with the result, which transaction committed it and whether
+        /// the job ran alone in it (`EventLog.Commit`): a pass that read ahead on the snapshot before
+        /// the commit knows then that nothing but its own job came between.
+        var reportsCommit = false
+    }
 
-        /// Runs the follow-up on a result the commit made.
-        func followingUp(_ result: Result<any Sendable, any Error>) -> Result<any Sendable, any Error> {
-            guard let followUp, case .success(let value) = result else { return result }
-            return Result { try followUp(value) }
-        }
+    /// A job's result with the commit that made it (`Job.reportsCommit`).
+    struct Committed: Sendable {
+        let value: any Sendable
+        let commit: EventLog.Commit
     }
 
     /// A job and what tells its caller the result.
@@ -100,6 +99,7 @@ package final class GroupCommitter: Sendable {
         let sync: Environment.CommitSync = jobs.contains { $0.sync == .standard } ? .standard : .withoutMetaSync
         var results: [Result<any Sendable, any Error>] = []
         var committed: [RecordedEvent] = []
+        var transaction: UInt64 = 0
         do {
             try log.transaction(sync: sync) { appender in
                 results = []
@@ -118,15 +118,19 @@ package final class GroupCommitter: Sendable {
                     log.crashPlan?.pass(job.crashPoint ?? (job.isEnqueue ? .enqueueBeforeCommit : .appendBeforeCommit))
                 }
                 committed = appender.appended
+                transaction = appender.transactionID
             }
         } catch {
             notifications.sync { for (_, complete) in submitted { complete(.failure(error)) } }
             return
         }
         for job in jobs where job.isEnqueue { log.crashPlan?.pass(.enqueueAfterCommit) }
+        let commit = EventLog.Commit(transaction: transaction, isAlone: jobs.count == 1)
         notifications.sync { [committed, results] in
             if !committed.isEmpty { log.didCommit(committed) }
-            for ((job, complete), result) in zip(submitted, results) { complete(job.followingUp(result)) }
+            for ((job, complete), result) in zip(submitted, results) {
+                complete(job.reportsCommit ? result.map { Committed(value: $0, commit: commit) } : result)
+            }
         }
     }
 }
@@ -137,14 +141,33 @@ package final class GroupCommitter: Sendable {
 package final class ReadExecutor: Sendable {
     private let queue = DispatchQueue(label: "outbox.log-reads", attributes: .concurrent)
     private let submitted = Atomic<Int>(0)
+    private let finished = Atomic<Int>(0)
 
     /// How many reads were handed to it so far.
     package var submittedCount: Int { submitted.load(ordering: .acquiring) }
 
+    /// How many of them have ended.
+    package var finishedCount: Int { finished.load(ordering: .acquiring) }
+
     /// Runs `body` on a read thread and returns what it returns.
     package func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
         submitted.add(1, ordering: .releasing)
-        return try await queue.run(body)
+        return try await queue.run { try self.ending(body) }
+    }
+
+    /// Runs a read's body and counts it ended.
+    private func ending<R>(_ body: () throws -> R) rethrows -> R {
+        defer { finished.add(1, ordering: .releasing) }
+        return try body()
+    }
+
+    /// Starts `body` on a read thread and returns at once; its result is awaited through what it
+    /// returns. The caller goes on meanwhile (a pass reads ahead while its commit is made).
+    func start<R: Sendable>(_ body: @escaping @Sendable () throws -> R) -> PendingRead<R> {
+        submitted.add(1, ordering: .releasing)
+        let pending = PendingRead<R>()
+        queue.async { pending.finish(self.ending { Result { try body() } }) }
+        return pending
     }
 
     /// Holds the reads not yet started (tests: show that a read waits for this executor, not the pool).
@@ -152,6 +175,41 @@ package final class ReadExecutor: Sendable {
 
     /// Lets them go on after `suspend()`.
     package func resume() { queue.resume() }
+}
+
+/// The result of a read `ReadExecutor.start` began, for one caller to await: at once when the read
+/// is done, without a thread switch.
+final class PendingRead<R: Sendable>: Sendable {
+    private enum State {
+        case running(waiting: CheckedContinuation<R, any Error>?)
+        case finished(Result<R, any Error>)
+    }
+
+    private let state = Mutex(State.running(waiting: nil))
+
+    fileprivate func finish(_ result: Result<R, any Error>) {
+        let waiting = state.withLock { state -> CheckedContinuation<R, any Error>? in
+            guard case .running(let waiting) = state else { return nil }
+            state = .finished(result)
+            return waiting
+        }
+        waiting?.resume(with: result)
+    }
+
+    /// What the read returned, or what it threw.
+    var value: R {
+        get async throws {
+            if case .finished(let result) = state.withLock({ $0 }) { return try result.get() }
+            return try await withCheckedThrowingContinuation { continuation in
+                let result = state.withLock { state -> Result<R, any Error>? in
+                    if case .finished(let result) = state { return result }
+                    state = .running(waiting: continuation)
+                    return nil
+                }
+                if let result { continuation.resume(with: result) }
+            }
+        }
+    }
 }
 
 extension DispatchQueue {

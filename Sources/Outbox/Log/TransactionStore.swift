@@ -35,6 +35,9 @@ final class TransactionStore: ProjectionStore {
     @exclusivity(unchecked) private var heldCount = 0
     /// Whether the store wrote anything to LMDB in this transaction.
     @exclusivity(unchecked) private var hasWritten = false
+    /// Whether it wrote out entries and forgot them (a transaction past the limit): some it changed
+    /// may be among them.
+    @exclusivity(unchecked) private var forgotEntries = false
     /// The next write id, when this transaction set it: held apart from `meta`'s bytes until written
     /// out, since a bulk enqueue sets it for every write.
     @exclusivity(unchecked) private var nextWriteID: UInt64?
@@ -55,12 +58,17 @@ final class TransactionStore: ProjectionStore {
         fileprivate var counters = HeldTable<String, Counters>()
         /// The last committed transaction whose entries `entries` holds.
         fileprivate var entriesAsOf: UInt64?
+        /// Whether `entries` holds every entry that transaction changed.
+        fileprivate var holdsEveryChange = false
         init() {}
 
-        /// Adds entries a read transaction decoded, when it read the state these entries are of
-        /// (`snapshot` is its id) and the room allows.
+        /// Adds entries a read transaction decoded, when the room allows and it read the state these
+        /// entries are of (`snapshot` is its id) or the one just before, when they hold every entry
+        /// changed since: an entry they do not hold is then as it was read.
         mutating func adopt(_ decoded: EntryMemo, asOf snapshot: UInt64) {
-            guard entriesAsOf == snapshot, entries.count + decoded.count <= TransactionStore.limit / 2 else { return }
+            guard entriesAsOf == snapshot || (entriesAsOf == snapshot &+ 1 && holdsEveryChange),
+                entries.count + decoded.count <= TransactionStore.limit / 2
+            else { return }
             decoded.forEachDecoded { id, entry in if !entries.holds(id) { _ = entries.keep(id, entry, isWritten: true) } }
         }
     }
@@ -106,12 +114,15 @@ final class TransactionStore: ProjectionStore {
         swap(&memory.counters, &counters)
         for index in memory.held.indices { memory.held[index].removeAll() }
         // Entries not written out are not what the transaction commits.
+        let wrote = hasWritten || appended
+        memory.holdsEveryChange = wrote && !forgotEntries && memory.entries.changed == 0
         if memory.entries.changed > 0 { memory.entries.removeAll() }
         // A commit that wrote nothing leaves LMDB's last transaction as it was (the one this one
         // read), and the next writer, of this process or another, then takes this one's id.
-        memory.entriesAsOf = hasWritten || appended ? transaction : transaction &- 1
+        memory.entriesAsOf = wrote ? transaction : transaction &- 1
         memory.counters.removeAll()
         hasWritten = false
+        forgotEntries = false
         nextWriteID = nil
         heldCount = 0
         return memory
@@ -223,7 +234,10 @@ final class TransactionStore: ProjectionStore {
         switch table {
         case .writes:
             let keeping = keepingEntries && entries.count <= Self.limit / 2
-            if !keeping { heldCount -= entries.count }
+            if !keeping {
+                heldCount -= entries.count
+                forgotEntries = true
+            }
             try entries.write(through: lookups.entries, keepingSlots: keeping)
         case .meta:
             if let nextWriteID {

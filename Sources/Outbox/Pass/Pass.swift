@@ -172,10 +172,11 @@ struct Pass: Sendable {
         // that records the answer before it, so a batch costs one commit (R2.3: pass events with
         // MDB_NOMETASYNC), and its `attemptStarted` is committed before it is sent (R4.6). What the
         // transport says of the writes is asked between transactions (`Prepared`).
-        var prepared = try await offPool { [self] in prepare(try readAhead(after: Progress(), sending: nil)) }
+        var prepared = try await offPool { [self] in prepare(try readAhead(after: Progress(), inFlight: [])) }
         var first = Progress()
         first.watermark = try await acknowledgedWatermark(after: nil)
-        var (progress, step, ahead) = try await appendStep { [self, prepared, first] appender in
+        var (progress, step, ahead) = try await appendStep(readingAhead: prepared, after: first) {
+            [self, prepared, first] appender in
             var progress = first
             let step = try next(&appender, &progress, prepared)
             return (progress, step)
@@ -192,7 +193,8 @@ struct Pass: Sendable {
             case .prepare(let lookup):
                 prepared = try await offPool { [self] in try prepare(lookup) }
                 carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
-                (progress, step, ahead) = try await appendStep { [self, prepared, carried] appender in
+                (progress, step, ahead) = try await appendStep(readingAhead: prepared, after: carried) {
+                    [self, prepared, carried] appender in
                     var progress = carried
                     let step = try next(&appender, &progress, prepared)
                     noteFollowers(of: step, &progress)
@@ -209,8 +211,9 @@ struct Pass: Sendable {
                 log.crashPlan?.pass(.passAfterSend)
                 try checkAlive()
                 carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
-                (progress, step, ahead) = try await appendStep(crashPoint: .passAnswerBeforeCommit) {
-                    [self, prepared, carried] appender in
+                (progress, step, ahead) = try await appendStep(
+                    crashPoint: .passAnswerBeforeCommit, readingAhead: prepared, after: carried, answering: sending
+                ) { [self, prepared, carried] appender in
                     var progress = carried
                     progress.flushBeforeSend = false
                     let step = try record(received, to: sending, &appender, &progress, prepared)
@@ -255,17 +258,42 @@ struct Pass: Sendable {
         return try await offPool { [log] in try log.read { try Watermark.acknowledged($0, from: known ?? 0) } }
     }
 
-    /// Appends a transaction of the pass (R2.3: `MDB_NOMETASYNC`). When it leaves a request to send,
-    /// what the next transaction will likely plan is read as soon as it commits (`readAhead`), on the
-    /// thread that completes the commit: not on Swift's pool, and without a hop to a read thread and
-    /// back, two thread switches a request.
+    /// Appends a transaction of the pass (R2.3: `MDB_NOMETASYNC`), and reads ahead for the request
+    /// after the one it leaves to send. When the transaction is to send the batch `prepared` planned
+    /// ahead, the batch after it is planned on a read thread while the transaction runs and commits
+    /// (`readAhead`, on the snapshot before the commit, with the request answered and that batch
+    /// counted as answered): the read and the commit's flush overlap. It stands when the commit ran
+    /// this job alone (`carriedPlan` checks the rest); otherwise the read is made again after.
     private func appendStep(
-        crashPoint: CrashPoint? = nil, _ work: @escaping @Sendable (inout Appender) throws -> (Progress, Step)
+        crashPoint: CrashPoint? = nil, readingAhead prepared: Prepared, after progress: Progress,
+        answering request: Request? = nil, _ work: @escaping @Sendable (inout Appender) throws -> (Progress, Step)
     ) async throws -> (Progress, Step, Ahead?) {
-        try await log.append(sync: .withoutMetaSync, crashPoint: crashPoint, work) { [self] progress, step in
-            guard case .send(let sending) = step else { return (progress, step, nil) }
-            return (progress, step, try readAhead(after: progress, sending: sending))
+        var early: PendingRead<Ahead>?
+        if progress.batch.isEmpty, progress.finishing == nil, let plan = prepared.plan {
+            let inFlight = (request?.writes.map(\.id) ?? []) + plan.batch.writes
+            early = log.reads.start { [self] in try readAhead(after: progress, inFlight: inFlight) }
         }
+        let committed: ((Progress, Step), EventLog.Commit)
+        do {
+            committed = try await log.appendReportingCommit(sync: .withoutMetaSync, crashPoint: crashPoint, work)
+        } catch {
+            // The read ends before the pass does: the log may be closed after.
+            _ = try? await early?.value
+            throw error
+        }
+        let ((progress, step), commit) = committed
+        let read = try await early?.value
+        guard case .send(let sending) = step else { return (progress, step, nil) }
+        if let part = progress.batch.first { return (progress, step, .part(part)) }
+        if case .batch(let batch, let built, let snapshot, let inFlight)? = read {
+            // Read after the commit, or before it when the commit was this job's alone.
+            if snapshot == commit.transaction { return (progress, step, read) }
+            if snapshot &+ 1 == commit.transaction, commit.isAlone {
+                return (progress, step, .batch(batch, built, snapshot: commit.transaction, inFlight: inFlight))
+            }
+        }
+        let inFlight = sending.writes.map(\.id)
+        return (progress, step, try await offPool { [self] in try readAhead(after: progress, inFlight: inFlight) })
     }
 
     /// Runs `body` on the log's read threads: the pass runs on Swift's pool, where no thread may wait
@@ -328,16 +356,18 @@ struct Pass: Sendable {
 
     /// The batch planned ahead, when it is the batch the planner would choose now: it was planned on
     /// the snapshot this transaction follows directly (no commit between, of this process or another,
-    /// and no job before this one in it), counting the request in flight as answered, and every write
-    /// of that request, now answered, was: nothing the plan read has changed but what it foresaw. A
-    /// batch is then planned once, not again in the commit that records the answer before it.
+    /// and no job before this one in it; or only a commit of this pass's alone, `appendStep`), counting
+    /// some writes as answered (the request in flight, and the one before it when read before that
+    /// one's commit) that all are now, this request's among them: nothing the plan read has changed
+    /// but what it foresaw. A batch is then planned once, not again in the commit that records the
+    /// answer before it.
     private func carriedPlan(
         _ prepared: Prepared, answering writes: [WriteID], _ decision: Decider.Decision, _ appender: Appender
     ) throws -> Planner.Batch? {
-        guard let plan = prepared.plan, plan.snapshot &+ 1 == appender.transactionID, plan.inFlight == writes,
-            case .goOn = decision.next
+        guard let plan = prepared.plan, plan.snapshot &+ 1 == appender.transactionID, case .goOn = decision.next
         else { return nil }
-        for id in writes where try appender.reader.entry(id)?.state.isAnswered != true { return nil }
+        for id in writes where !plan.inFlight.ascendingContains(id) { return nil }
+        for id in plan.inFlight where try appender.reader.entry(id)?.state.isAnswered != true { return nil }
         return plan.batch
     }
 
@@ -495,16 +525,16 @@ struct Pass: Sendable {
     // MARK: - Asking the transport, between transactions
 
     /// What the next transaction will likely plan, after this one's request is sent: the rest of its
-    /// batch, or else the batch after it, on the snapshot just committed, with the request's writes
-    /// as answered, and its writes read. The batch is planned and its writes are read in one snapshot,
-    /// which reads each entry once. The transport is asked about them after (`prepare`).
-    private func readAhead(after progress: Progress, sending: Request?) throws -> Ahead {
+    /// batch, or else the batch after it, on the snapshot this reads, with the writes `inFlight` (the
+    /// request's) as answered, and its writes read. The batch is planned and its writes are read in
+    /// one snapshot, which reads each entry once. The transport is asked about them after (`prepare`).
+    private func readAhead(after progress: Progress, inFlight: [WriteID]) throws -> Ahead {
         if let part = progress.batch.first { return .part(part) }
         guard progress.finishing == nil, progress.stoppedBy == nil, !shouldStop() else { return .nothing }
         var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
         planner.rejected = progress.rejected
-        let inFlight = sending?.writes.map(\.id) ?? []
-        planner.inFlight = inFlight.sorted()
+        let inFlight = inFlight.sorted()
+        planner.inFlight = inFlight
         let (planned, snapshot) = try log.readAhead { reader in
             try planner.nextBatch(reader).map { batch in (batch, try outgoingWrites(of: batch, reader)) }
         }
