@@ -175,7 +175,7 @@ struct Pass: Sendable {
         var prepared = try await offPool { [self] in prepare(try readAhead(after: Progress(), inFlight: [])) }
         var first = Progress()
         first.watermark = try await acknowledgedWatermark(after: nil)
-        var (progress, step, ahead) = try await appendStep(readingAhead: prepared, after: first) {
+        var (progress, step, preparedNext) = try await appendStep(readingAhead: prepared, after: first) {
             [self, prepared, first] appender in
             var progress = first
             let step = try next(&appender, &progress, prepared)
@@ -193,7 +193,7 @@ struct Pass: Sendable {
             case .prepare(let lookup):
                 prepared = try await offPool { [self] in try prepare(lookup) }
                 carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
-                (progress, step, ahead) = try await appendStep(readingAhead: prepared, after: carried) {
+                (progress, step, preparedNext) = try await appendStep(readingAhead: prepared, after: carried) {
                     [self, prepared, carried] appender in
                     var progress = carried
                     let step = try next(&appender, &progress, prepared)
@@ -204,14 +204,14 @@ struct Pass: Sendable {
                 // A power loss may undo the last commit: the request must not go ahead of the answers
                 // it follows while they could be lost, or a resend of them would come after it (R9.3).
                 if progress.flushBeforeSend { try await offPool { [log] in try log.makeLastCommitDurable() } }
-                prepared = prepare(ahead ?? .nothing)
+                prepared = preparedNext
                 let watermark = progress.watermark.flatMap { $0 > 0 ? WriteID($0) : nil }
                 let batch = OutgoingBatch(writes: sending.writes, isAtomic: sending.isAtomic, acknowledgedWatermark: watermark)
                 let received = await send(batch, token: &token, refreshed: &refreshed)
                 log.crashPlan?.pass(.passAfterSend)
                 try checkAlive()
                 carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
-                (progress, step, ahead) = try await appendStep(
+                (progress, step, preparedNext) = try await appendStep(
                     crashPoint: .passAnswerBeforeCommit, readingAhead: prepared, after: carried, answering: sending
                 ) { [self, prepared, carried] appender in
                     var progress = carried
@@ -259,19 +259,20 @@ struct Pass: Sendable {
     }
 
     /// Appends a transaction of the pass (R2.3: `MDB_NOMETASYNC`), and reads ahead for the request
-    /// after the one it leaves to send. When the transaction is to send the batch `prepared` planned
-    /// ahead, the batch after it is planned on a read thread while the transaction runs and commits
-    /// (`readAhead`, on the snapshot before the commit, with the request answered and that batch
-    /// counted as answered): the read and the commit's flush overlap. It stands when the commit ran
-    /// this job alone (`carriedPlan` checks the rest); otherwise the read is made again after.
+    /// after the one it leaves to send, the transport asked about it (`prepare`). When the transaction
+    /// is to send the batch `prepared` planned ahead, the batch after it is planned on a read thread
+    /// while the transaction runs and commits (`readAhead`, on the snapshot before the commit, with the
+    /// request answered and that batch counted as answered): the read and the commit's flush overlap.
+    /// It stands when the commit ran this job alone (`carriedPlan` checks the rest); otherwise the
+    /// read is made again after.
     private func appendStep(
         crashPoint: CrashPoint? = nil, readingAhead prepared: Prepared, after progress: Progress,
         answering request: Request? = nil, _ work: @escaping @Sendable (inout Appender) throws -> (Progress, Step)
-    ) async throws -> (Progress, Step, Ahead?) {
-        var early: PendingRead<Ahead>?
+    ) async throws -> (Progress, Step, Prepared) {
+        var early: PendingRead<Prepared>?
         if progress.batch.isEmpty, progress.finishing == nil, let plan = prepared.plan {
             let inFlight = (request?.writes.map(\.id) ?? []) + plan.batch.writes
-            early = log.reads.start { [self] in try readAhead(after: progress, inFlight: inFlight) }
+            early = log.reads.start { [self] in prepare(try readAhead(after: progress, inFlight: inFlight)) }
         }
         let committed: ((Progress, Step), EventLog.Commit)
         do {
@@ -283,17 +284,18 @@ struct Pass: Sendable {
         }
         let ((progress, step), commit) = committed
         let read = try await early?.value
-        guard case .send(let sending) = step else { return (progress, step, nil) }
-        if let part = progress.batch.first { return (progress, step, .part(part)) }
-        if case .batch(let batch, let built, let snapshot, let inFlight)? = read {
+        guard case .send(let sending) = step else { return (progress, step, Prepared()) }
+        if let part = progress.batch.first { return (progress, step, prepare(part)) }
+        if var read, let snapshot = read.plan?.snapshot {
             // Read after the commit, or before it when the commit was this job's alone.
             if snapshot == commit.transaction { return (progress, step, read) }
             if snapshot &+ 1 == commit.transaction, commit.isAlone {
-                return (progress, step, .batch(batch, built, snapshot: commit.transaction, inFlight: inFlight))
+                read.plan?.snapshot = commit.transaction
+                return (progress, step, read)
             }
         }
         let inFlight = sending.writes.map(\.id)
-        return (progress, step, try await offPool { [self] in try readAhead(after: progress, inFlight: inFlight) })
+        return (progress, step, try await offPool { [self] in prepare(try readAhead(after: progress, inFlight: inFlight)) })
     }
 
     /// Runs `body` on the log's read threads: the pass runs on Swift's pool, where no thread may wait
@@ -394,12 +396,13 @@ struct Pass: Sendable {
                 }
             }
             if progress.finishing != nil { break }
+            let isCarried = carried != nil
             let planned = try carried ?? planner.nextBatch(appender.reader)
             carried = nil
             guard let batch = planned else { break }
             // A batch goes once the transport was asked about every write of it.
             guard batch.writes.allSatisfy({ prepared.writes[$0] != nil }) else { return .prepare(.batch(batch)) }
-            var (outgoing, unmade) = try requests(for: batch.writes, prepared, appender.reader)
+            var (outgoing, unmade) = try requests(for: batch.writes, prepared, isCarried ? nil : appender.reader)
             // A group the transport cannot send as one all-or-none request is unmade whole (R4.3, R4.5).
             if batch.isAtomic, unmade.isEmpty, outgoing.count > 1 {
                 guard let group = prepared.group, group.writes == outgoing.map(\.id) else { return .prepare(.batch(batch)) }
@@ -502,18 +505,24 @@ struct Pass: Sendable {
 
     /// The requests of a batch, and the writes that can no longer be made into one (R4.3 "unmade"),
     /// as the transport said when it was asked (`prepare`): writes still sendable, each under its
-    /// current key.
-    private func requests(for ids: [WriteID], _ prepared: Prepared, _ reader: StoreReader) throws -> (
+    /// current key, as `reader` reads them; with no reader, as they were read ahead (a plan carried
+    /// from the read ahead: nothing it read has changed since).
+    private func requests(for ids: [WriteID], _ prepared: Prepared, _ reader: StoreReader?) throws -> (
         [OutgoingWrite], [(WriteID, String)]
     ) {
         var outgoing: [OutgoingWrite] = []
         outgoing.reserveCapacity(ids.count)
         var unmade: [(WriteID, String)] = []
         for id in ids {
-            guard let entry = try reader.entry(id), entry.state.isSendable, let made = prepared.writes[id] else { continue }
+            guard let made = prepared.writes[id] else { continue }
+            var entry: WriteEntry?
+            if let reader {
+                entry = try reader.entry(id)
+                guard entry?.state.isSendable == true else { continue }
+            }
             switch made {
             case .write(var write):
-                write.takeRenewedKey(of: entry)
+                if let entry { write.takeRenewedKey(of: entry) }
                 outgoing.append(write)
             case .unmade(let reason):
                 unmade.append((id, reason))
