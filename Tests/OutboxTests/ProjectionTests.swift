@@ -175,7 +175,7 @@ import Testing
             var expected = try client.log.history(of: id).map(\.sequence)
             for _ in 0..<12 {
                 expected += try await client.log.append { appender in
-                    [try appender.append(.batchAborted(BatchAborted(passId: 1, writes: [id]))).sequence]
+                    [try appender.append(.batchAborted(BatchAborted(passId: 1, writes: [id])))]
                 }
             }
             // An attempt, then an event naming the write before the attempt's answer notes the attempt.
@@ -184,14 +184,14 @@ import Testing
                     try appender.append(
                         .attemptStarted(
                             AttemptStarted(passId: 1, writes: [.init(id: id, idempotencyKey: IdempotencyKey(high: 1, low: 1))]))
-                    ).sequence,
-                    try appender.append(.batchAborted(BatchAborted(passId: 1, writes: [id]))).sequence,
+                    ),
+                    try appender.append(.batchAborted(BatchAborted(passId: 1, writes: [id]))),
                 ]
             }
             let answered = try await client.log.append { appender in
                 try appender.append(
                     .answerReceived(AnswerReceived(passId: 1, writes: [id], answer: .answered([WriteAnswer(.accepted)])))
-                ).sequence
+                )
             }
             expected.append(answered)
             #expect(try client.log.history(of: id).map(\.sequence) == expected)

@@ -27,7 +27,7 @@ import Testing
     /// Appends `events` in one commit; their sequences.
     @discardableResult
     private static func append(_ log: EventLog, _ events: [Event]) async throws -> [UInt64] {
-        try await log.append { appender in try events.map { try appender.append($0).sequence } }
+        try await log.append { appender in try events.map { try appender.append($0) } }
     }
 
     /// The index's entries of write `id`: each key's sequence and its offsets' bytes.

@@ -25,17 +25,19 @@ package struct Appender {
         self.putRecord = putRecord
     }
 
-    /// Appends `event` and folds it into the projections.
+    /// Appends `event` and folds it into the projections; returns its sequence number.
     @discardableResult
-    package mutating func append(_ event: Event) throws -> RecordedEvent { try append(event, slot: nil) }
+    package mutating func append(_ event: consuming Event) throws -> UInt64 { try append(event, slot: nil) }
 
-    private mutating func append(_ event: Event, slot: RowSlot?) throws -> RecordedEvent {
-        let recorded = RecordedEvent(sequence: nextSequence, at: time, event: event)
+    private mutating func append(_ event: consuming Event, slot: RowSlot?) throws -> UInt64 {
+        let sequence = nextSequence
+        let recorded = RecordedEvent(sequence: sequence, at: time, event: event)
         try putRecord(recorded)
         try projector.apply(recorded, slot: slot)
+        // Its last use: the event moves into the list, not copied (a write's strings retained again).
         appended.append(recorded)
         nextSequence += 1
-        return recorded
+        return sequence
     }
 
     /// Records the last applied sequence; called once when the transaction's work is done.
@@ -52,7 +54,7 @@ package struct Appender {
 
     /// Appends `queued`, whose row slot `prepared` was read just before, with nothing appended since.
     @discardableResult
-    mutating func append(queued: WriteQueued, slot prepared: PreparedRowSlot) throws -> RecordedEvent {
+    mutating func append(queued: consuming WriteQueued, slot prepared: PreparedRowSlot) throws -> UInt64 {
         precondition(prepared.before == nextSequence, "a row slot read before another event was appended")
         return try append(.writeQueued(queued), slot: prepared.slot)
     }
