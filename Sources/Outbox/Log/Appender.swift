@@ -29,11 +29,15 @@ package struct Appender {
     @discardableResult
     package mutating func append(_ event: consuming Event) throws -> UInt64 { try append(event, slot: nil) }
 
-    private mutating func append(_ event: consuming Event, slot: RowSlot?) throws -> UInt64 {
+    /// Makes room for `count` more events in the transaction's list (a bulk enqueue's writes).
+    mutating func reserveCapacity(_ count: Int) { appended.reserveCapacity(appended.count + count) }
+
+    /// Appends `event`; `folded` when the projections took it in already.
+    private mutating func append(_ event: consuming Event, slot: RowSlot?, folded: Bool = false) throws -> UInt64 {
         let sequence = nextSequence
         let recorded = RecordedEvent(sequence: sequence, at: time, event: event)
         try putRecord(recorded)
-        try projector.apply(recorded, slot: slot)
+        if !folded { try projector.apply(recorded, slot: slot) }
         // Its last use: the event moves into the list, not copied (a write's strings retained again).
         appended.append(recorded)
         nextSequence += 1
@@ -56,7 +60,9 @@ package struct Appender {
     @discardableResult
     mutating func append(queued: consuming WriteQueued, slot prepared: PreparedRowSlot) throws -> UInt64 {
         precondition(prepared.before == nextSequence, "a row slot read before another event was appended")
-        return try append(.writeQueued(queued), slot: prepared.slot)
+        // Folded before it goes into its event: the fold reads the write where it lies, not a copy.
+        let folded = try projector.queueIfNew(queued, at: nextSequence, slot: prepared.slot)
+        return try append(.writeQueued(queued), slot: prepared.slot, folded: folded)
     }
 }
 

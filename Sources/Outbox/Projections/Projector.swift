@@ -28,6 +28,14 @@ struct Projector<Store: ProjectionStore> {
         try fold(recorded)
     }
 
+    /// Folds the `writeQueued` at `sequence` of a new write, whose row slot the caller has just read;
+    /// false, folding nothing, when its id is not new (its event is then folded as any other).
+    mutating func queueIfNew(_ queued: WriteQueued, at sequence: UInt64, slot: RowSlot) throws -> Bool {
+        guard try isNew(queued.id) else { return false }
+        try queue(queued, at: sequence, slot: slot)
+        return true
+    }
+
     /// Ends the attempt kept aside, if there is one, noting it in the history of each of its writes;
     /// with it, for the writes `answer` names, the answer at `sequence`, in one change of their entry.
     private mutating func endUnansweredAttempt(answer: [WriteID] = [], at sequence: UInt64 = 0) throws {

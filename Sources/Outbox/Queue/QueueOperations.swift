@@ -27,6 +27,7 @@ enum QueueOperations {
         let group = atomic && writes.count > 1 ? WriteQueued.AtomicGroup(first: WriteID(first), count: writes.count) : nil
         var ids: [WriteID] = []
         ids.reserveCapacity(writes.count)
+        appender.reserveCapacity(writes.count)
         for (offset, write) in writes.enumerated() {
             let id = WriteID(first + UInt64(offset))
             let slot = try appender.rowSlot(user: user, table: write.table, key: write.canonicalKey)
