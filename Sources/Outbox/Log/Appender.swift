@@ -27,7 +27,7 @@ package struct Appender {
 
     /// Appends `event` and folds it into the projections; returns its sequence number.
     @discardableResult
-    package mutating func append(_ event: consuming Event) throws -> UInt64 { try append(event, slot: nil) }
+    package mutating func append(_ event: consuming Event) throws -> UInt64 { try append(consume event, slot: nil) }
 
     /// Makes room for `count` more events in the transaction's list (a bulk enqueue's writes).
     mutating func reserveCapacity(_ count: Int) { appended.reserveCapacity(appended.count + count) }
@@ -35,7 +35,7 @@ package struct Appender {
     /// Appends `event`; `folded` when the projections took it in already.
     private mutating func append(_ event: consuming Event, slot: RowSlot?, folded: Bool = false) throws -> UInt64 {
         let sequence = nextSequence
-        let recorded = RecordedEvent(sequence: sequence, at: time, event: event)
+        let recorded = RecordedEvent(sequence: sequence, at: time, event: consume event)
         try putRecord(recorded)
         if !folded { try projector.apply(recorded, slot: slot) }
         // Its last use: the event moves into the list, not copied (a write's strings retained again).
@@ -62,7 +62,7 @@ package struct Appender {
         precondition(prepared.before == nextSequence, "a row slot read before another event was appended")
         // Folded before it goes into its event: the fold reads the write where it lies, not a copy.
         let folded = try projector.queueIfNew(queued, at: nextSequence, slot: prepared.slot)
-        return try append(.writeQueued(queued), slot: prepared.slot, folded: folded)
+        return try append(.writeQueued(consume queued), slot: prepared.slot, folded: folded)
     }
 }
 
