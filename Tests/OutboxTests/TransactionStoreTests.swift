@@ -31,11 +31,7 @@ extension TransactionStoreTests {
     }
 
     @Test func entriesReadAheadAreKeptOnlyWhenNothingWasCommittedSince() async throws {
-        try await TemporaryFolder.with { path in
-            let client = try await openClient(path)
-            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2)])
-            let log = client.log
-            let read = { (id: WriteID) in try await log.append { appender in try appender.reader.entry(id) } }
+        try await Self.withTwoWrites { log, ids, read in
             let second = try #require(try await read(ids[1]))
             try log.readAhead { reader in
                 #expect(try reader.entry(ids[1])?.refusals == 0)
@@ -45,59 +41,64 @@ extension TransactionStoreTests {
                 try log.environment.write { txn in _ = try txn.put(log.tables.entries, ids[1], changed) }
                 try log.transaction(sync: .standard) { appender in
                     _ = try appender.reader.entry(ids[0])
-                    try appender.append(
-                        .verdictRecorded(VerdictRecorded(writeId: ids[0], passId: 1, state: .pending, refusals: 1)))
+                    try appender.setRefusals(1, of: ids[0])
                 }
             }
             #expect(try await read(ids[1])?.refusals == 7, "what this snapshot read is not handed on")
             #expect(try await read(ids[0])?.refusals == 1)
-            client.close()
         }
     }
 
     // An entry read ahead on the snapshot just before the log's own last commit is kept when that
     // commit held every entry it changed, and never over one it changed (R8.2).
     @Test func entriesReadAheadJustBeforeTheLogsOwnCommitNeverHideWhatItChanged() async throws {
-        try await TemporaryFolder.with { path in
-            let client = try await openClient(path)
-            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2)])
-            let log = client.log
-            let read = { (id: WriteID) in try await log.append { appender in try appender.reader.entry(id) } }
+        try await Self.withTwoWrites { log, ids, read in
             try log.readAhead { reader in
                 #expect(try reader.entry(ids[0])?.refusals == 0)
                 #expect(try reader.entry(ids[1])?.refusals == 0)
                 // Meanwhile the log commits a change to the first.
-                try log.transaction(sync: .standard) { appender in
-                    try appender.append(
-                        .verdictRecorded(VerdictRecorded(writeId: ids[0], passId: 1, state: .pending, refusals: 3)))
-                }
+                try log.transaction(sync: .standard) { appender in try appender.setRefusals(3, of: ids[0]) }
             }
             #expect(try await read(ids[0])?.refusals == 3, "what the commit changed stands")
             #expect(try await read(ids[1])?.refusals == 0)
-            client.close()
         }
     }
 
     @Test func entriesReadAheadAreNotKeptAfterACommitThatForgotSomeItChanged() async throws {
-        try await TemporaryFolder.with { path in
-            let client = try await openClient(path)
-            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2)])
-            let log = client.log
-            let read = { (id: WriteID) in try await log.append { appender in try appender.reader.entry(id) } }
+        try await Self.withTwoWrites { log, ids, read in
             try log.readAhead { reader in
                 #expect(try reader.entry(ids[1])?.refusals == 0)
                 // The log's next commit changes it, then holds more than the store keeps: the change
                 // is written out and forgotten before the commit ends.
                 try log.transaction(sync: .standard) { appender in
-                    try appender.append(
-                        .verdictRecorded(VerdictRecorded(writeId: ids[1], passId: 1, state: .pending, refusals: 5)))
+                    try appender.setRefusals(5, of: ids[1])
                     _ = try QueueOperations.enqueue(
                         (0..<5000).map { todo(Int64(10 + $0)) }, user: "alice", atomic: false,
                         random: SeededRandomSource(seed: 3), appender: &appender)
                 }
             }
             #expect(try await read(ids[1])?.refusals == 5, "the entry read before that commit is not handed on")
+        }
+    }
+
+    /// A log holding two queued writes, and a read of a write's entry as the next write transaction
+    /// finds it.
+    static func withTwoWrites(
+        _ body: (EventLog, [WriteID], (WriteID) async throws -> WriteEntry?) async throws -> Void
+    ) async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let ids = try await client.enqueue(contentsOf: [todo(1), todo(2)])
+            let log = client.log
+            try await body(log, ids) { id in try await log.append { appender in try appender.reader.entry(id) } }
             client.close()
         }
+    }
+}
+
+extension Appender {
+    /// Records a verdict that leaves write `id` pending with `refusals`.
+    fileprivate mutating func setRefusals(_ refusals: Int, of id: WriteID) throws {
+        try append(.verdictRecorded(VerdictRecorded(writeId: id, passId: 1, state: .pending, refusals: refusals)))
     }
 }
