@@ -86,8 +86,9 @@ struct Pass: Sendable {
         case nothing
         /// The rest of the batch being sent.
         case part(Part)
-        /// The batch planned on the snapshot `snapshot`, with the writes of the request in flight then
-        /// (`inFlight`) counted as answered, and each of its writes as the instance would receive it.
+        /// The batch planned on the snapshot `snapshot`, with the writes in flight then (`inFlight`, in
+        /// id order: the request's, and the batch's before it when read before its commit) counted as
+        /// answered, and each of its writes as the instance would receive it.
         case batch(Planner.Batch, Prepared.MadeWrites, snapshot: UInt64, inFlight: [WriteID])
     }
 
@@ -151,8 +152,9 @@ struct Pass: Sendable {
         var group: (writes: [WriteID], unmade: String?)?
         /// How many leading writes of a batch's rest (its writes, in order) one request carries.
         var sizes: [[WriteID]: Int] = [:]
-        /// The batch planned ahead, on the snapshot `snapshot` (a read transaction's id), with the
-        /// request in flight then (`inFlight`, its writes) counted as answered (`Pass.carriedPlan`).
+        /// The batch planned ahead, on the snapshot `snapshot` (a read transaction's id; moved to the
+        /// commit after it when that commit ran the pass's job alone), with the writes `inFlight`
+        /// counted as answered (`Pass.carriedPlan`).
         var plan: (batch: Planner.Batch, snapshot: UInt64, inFlight: [WriteID])?
     }
 
