@@ -79,19 +79,6 @@ struct Pass: Sendable {
         case ended
     }
 
-    /// What was read ahead of a transaction of the pass (`readAhead`), for the transport to be asked
-    /// about.
-    enum Ahead: Sendable {
-        /// Nothing to plan: the pass is ending, or nothing is ready.
-        case nothing
-        /// The rest of the batch being sent.
-        case part(Part)
-        /// The batch planned on the snapshot `snapshot`, with the writes in flight then (`inFlight`, in
-        /// id order: the request's, and the batch's before it when read before its commit) counted as
-        /// answered, and each of its writes as the instance would receive it.
-        case batch(Planner.Batch, Prepared.MadeWrites, snapshot: UInt64, inFlight: [WriteID])
-    }
-
     /// Writes the pass means to send and has not asked the transport about yet.
     enum Lookup: Sendable {
         /// A batch the planner chose: what each write's request is, or why it cannot be made.
@@ -174,7 +161,7 @@ struct Pass: Sendable {
         // that records the answer before it, so a batch costs one commit (R2.3: pass events with
         // MDB_NOMETASYNC), and its `attemptStarted` is committed before it is sent (R4.6). What the
         // transport says of the writes is asked between transactions (`Prepared`).
-        var prepared = try await offPool { [self] in prepare(try readAhead(after: Progress(), inFlight: [])) }
+        var prepared = try await offPool { [self] in try readAhead(after: Progress(), inFlight: []) }
         var first = Progress()
         first.watermark = try await acknowledgedWatermark(after: nil)
         var (progress, step, preparedNext) = try await appendStep(readingAhead: prepared, after: first) {
@@ -274,7 +261,7 @@ struct Pass: Sendable {
         var early: PendingRead<Prepared>?
         if progress.batch.isEmpty, progress.finishing == nil, let plan = prepared.plan {
             let inFlight = (request?.writes.map(\.id) ?? []) + plan.batch.writes
-            early = log.reads.start { [self] in prepare(try readAhead(after: progress, inFlight: inFlight)) }
+            early = log.reads.start { [self] in try readAhead(after: progress, inFlight: inFlight) }
         }
         let committed: ((Progress, Step), EventLog.Commit)
         do {
@@ -297,7 +284,7 @@ struct Pass: Sendable {
             }
         }
         let inFlight = sending.writes.map(\.id)
-        return (progress, step, try await offPool { [self] in prepare(try readAhead(after: progress, inFlight: inFlight)) })
+        return (progress, step, try await offPool { [self] in try readAhead(after: progress, inFlight: inFlight) })
     }
 
     /// Runs `body` on the log's read threads: the pass runs on Swift's pool, where no thread may wait
@@ -535,13 +522,13 @@ struct Pass: Sendable {
 
     // MARK: - Asking the transport, between transactions
 
-    /// What the next transaction will likely plan, after this one's request is sent: the rest of its
-    /// batch, or else the batch after it, on the snapshot this reads, with the writes `inFlight` (the
-    /// request's) as answered, and its writes read. The batch is planned and its writes are read in
-    /// one snapshot, which reads each entry once. The transport is asked about them after (`prepare`).
-    private func readAhead(after progress: Progress, inFlight: [WriteID]) throws -> Ahead {
-        if let part = progress.batch.first { return .part(part) }
-        guard progress.finishing == nil, progress.stoppedBy == nil, !shouldStop() else { return .nothing }
+    /// The batch the next transaction will likely plan, between batches, after this one's request is
+    /// sent: planned on the snapshot this reads, with the writes `inFlight` (the request's, and the
+    /// batch's before it when read before its commit) as answered, its writes read, and the transport
+    /// asked about them (`prepare`); nothing planned when the pass is ending or nothing is ready. The
+    /// batch is planned and its writes are read in one snapshot, which reads each entry once.
+    private func readAhead(after progress: Progress, inFlight: [WriteID]) throws -> Prepared {
+        guard progress.finishing == nil, progress.stoppedBy == nil, !shouldStop() else { return Prepared() }
         var planner = Planner(user: user, table: table, batchSize: batchSize, done: progress.done)
         planner.rejected = progress.rejected
         let inFlight = inFlight.sorted()
@@ -549,20 +536,10 @@ struct Pass: Sendable {
         let (planned, snapshot) = try log.readAhead { reader in
             try planner.nextBatch(reader).map { batch in (batch, try outgoingWrites(of: batch, reader)) }
         }
-        guard let (batch, built) = planned else { return .nothing }
-        return .batch(batch, built, snapshot: snapshot, inFlight: inFlight)
-    }
-
-    /// What the transport says of what was read ahead.
-    private func prepare(_ ahead: Ahead) -> Prepared {
-        switch ahead {
-        case .nothing: return Prepared()
-        case .part(let part): return prepare(part)
-        case .batch(let batch, let built, let snapshot, let inFlight):
-            var prepared = prepare(batch, built)
-            prepared.plan = (batch, snapshot, inFlight)
-            return prepared
-        }
+        guard let (batch, built) = planned else { return Prepared() }
+        var prepared = prepare(batch, built)
+        prepared.plan = (batch, snapshot, inFlight)
+        return prepared
     }
 
     /// Asks the transport about the writes of `lookup`, outside any transaction: what each write's
