@@ -347,6 +347,24 @@ let everyKindOfEvent: [Event] = {
             RowKey.of(user: "alice", table: "todos", key: ["id": 2]) != RowKey.of(user: "alice", table: "lists", key: ["id": 2]))
     }
 
+    /// The bytes the transaction's store holds (and keys are made of) come back as given, inline or
+    /// past the inline room, and compare by length as well as content (a zero byte more is another value).
+    @Test func inlineBytesHoldEveryLengthAsGiven() {
+        let random = SeededRandomSource(seed: 7)
+        for count in 0...(InlineBytes.inlineCapacity * 2 + 3) {
+            let bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            let held = InlineBytes(bytes)
+            #expect(held.bytes == bytes)
+            #expect(held.count == count)
+            #expect(held == InlineBytes(bytes))
+            #expect(held != InlineBytes(bytes + [0]))
+            #expect(StoreKey(bytes) != StoreKey(bytes + [0]))
+            if let last = bytes.last {
+                #expect(held != InlineBytes(bytes.dropLast() + [last &+ 1]))
+            }
+        }
+    }
+
     @Test(arguments: [
         "", "{", "[1,]", "{\"a\":1,\"a\":2}", "01", "1.", "\"\\x\"", "nul", "{} {}", "\"\u{01}\"", "[\"\\ud800\"]",
         String(repeating: "[", count: 65) + String(repeating: "]", count: 65), "1e999",

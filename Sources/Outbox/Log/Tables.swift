@@ -7,7 +7,7 @@ struct LogTables: Sendable {
     typealias Log = Table<BigEndianKey, RecordCodec>
     typealias Entries = Table<WriteIDKey, EntryCodec>
     typealias CountersTable = Table<CountersKey, CountersCodec>
-    typealias Bytes = Table<StoreKeyCodec, BytesValue>
+    typealias Bytes = Table<StoreKeyCodec, InlineBytesValue>
 
     let log: Log
     let entries: Entries
@@ -24,7 +24,7 @@ struct LogTables: Sendable {
 
     subscript(table: ProjectionTable) -> Database { projections[table.index] }
 
-    /// A projection as a table of bytes.
+    /// A projection as a table of bytes, as a write transaction's store holds them.
     func bytes(_ table: ProjectionTable) -> Bytes { Bytes(projections[table.index]) }
 }
 
@@ -54,6 +54,18 @@ enum CountersKey: KeyCodec {
 enum StoreKeyCodec: KeyCodec {
     static func withStoredBytes<R>(of key: StoreKey, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try key.withBytes(body)
+    }
+}
+
+/// Projection values as `InlineBytes`: what a write transaction's store holds of the tables it keeps
+/// as bytes, without an array for each.
+enum InlineBytesValue: ValueCodec {
+    static func storedCount(of value: InlineBytes, key: UnsafeRawBufferPointer) -> Int { value.count }
+    static func encode(_ value: InlineBytes, key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) {
+        value.withBytes { buffer.copyMemory(from: $0) }
+    }
+    static func decode(_ stored: RawSpan, key: UnsafeRawBufferPointer) -> InlineBytes {
+        stored.withUnsafeBytes { InlineBytes($0) }
     }
 }
 

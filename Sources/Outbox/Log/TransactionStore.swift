@@ -13,7 +13,8 @@ internal import OutboxLMDB
 ///
 /// Two tables are held decoded, because every part of a transaction reads them: the verdict table's
 /// entries (`WriteEntry`, decoded and checked once when first read, encoded once when written) and the
-/// users' counters. The others are held as bytes. Each table keeps its entries in the order they were
+/// users' counters. The others are held as bytes, inline up to 32 of them (`InlineBytes`: a row's slot,
+/// a list's value, a meta number), so holding one allocates nothing. Each table keeps its entries in the order they were
 /// first touched, which is nearly always key order (ids ascend), so putting them in key order at the
 /// flush is a merge of a few runs, not a sort of a hash table's order.
 final class TransactionStore: ProjectionStore {
@@ -29,7 +30,7 @@ final class TransactionStore: ProjectionStore {
 
     /// Indexed by `ProjectionTable.index`; the slot of `.writes` stays empty, and `.meta`'s holds
     /// its bytes but the counters.
-    @exclusivity(unchecked) private var held: [HeldTable<StoreKey, [UInt8]>]
+    @exclusivity(unchecked) private var held: [HeldTable<StoreKey, InlineBytes>]
     @exclusivity(unchecked) private var entries: HeldTable<WriteID, WriteEntry>
     @exclusivity(unchecked) private var counters: HeldTable<String, Counters>
     @exclusivity(unchecked) private var heldCount = 0
@@ -53,7 +54,7 @@ final class TransactionStore: ProjectionStore {
     /// in one commit is decided on in the next without reading its entries again. What is kept is
     /// bounded by `limit`.
     struct Memory: Sendable {
-        fileprivate var held = Array(repeating: HeldTable<StoreKey, [UInt8]>(), count: ProjectionTable.allCases.count)
+        fileprivate var held = Array(repeating: HeldTable<StoreKey, InlineBytes>(), count: ProjectionTable.allCases.count)
         fileprivate var entries = HeldTable<WriteID, WriteEntry>()
         fileprivate var counters = HeldTable<String, Counters>()
         /// The last committed transaction whose entries `entries` holds.
@@ -76,7 +77,7 @@ final class TransactionStore: ProjectionStore {
     /// The cursors of one write transaction through which its stores look up each projection's bytes,
     /// the verdict table's entries and the users' counters (`LookupCursor`).
     struct Lookups {
-        fileprivate let bytes: [LookupCursor<StoreKeyCodec, BytesValue>]
+        fileprivate let bytes: [LookupCursor<StoreKeyCodec, InlineBytesValue>]
         fileprivate let entries: LookupCursor<WriteIDKey, EntryCodec>
         fileprivate let counters: LookupCursor<CountersKey, CountersCodec>
 
@@ -144,11 +145,27 @@ final class TransactionStore: ProjectionStore {
             guard key.count == 8 else { return try key.withBytes { try lmdbValue(table, $0) } }
             let id = WriteID(key.head)
             return try entry(id).map { $0.encode(id: id) }
-        default:
-            if let value = held[table.index].lookup(key) { return value }
-            let value = try key.withBytes { try lmdbValue(table, $0) }
-            try keep { $0.held[table.index].keep(key, value, isWritten: true) }
-            return value
+        default: return try withHeld(table, key) { $0?.bytes }
+        }
+    }
+
+    /// Calls `body` with the bytes held under `key` in `table` (one the store keeps as bytes), read from
+    /// LMDB and kept when not held yet; nil when there are none.
+    private func withHeld<R>(_ table: ProjectionTable, _ key: StoreKey, _ body: (InlineBytes?) throws -> R) throws -> R {
+        if let value = held[table.index].lookup(key) { return try body(value) }
+        let value = try key.withBytes { stored in
+            try lookups.bytes[table.index].withValue(key: stored) { InlineBytesValue.decode($0, key: stored) }
+        }
+        try keep { $0.held[table.index].keep(key, value, isWritten: true) }
+        return try body(value)
+    }
+
+    func withValue<R>(_ table: ProjectionTable, _ key: StoreKey, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
+        switch table {
+        case .writes, .meta:
+            guard let value = try value(table, key) else { return try body(nil) }
+            return try value.withUnsafeBytes { try body($0) }
+        default: return try withHeld(table, key) { value in try value.map { try $0.withBytes(body) } ?? body(nil) }
         }
     }
 
@@ -168,7 +185,14 @@ final class TransactionStore: ProjectionStore {
             let id = WriteID(key.head)
             try setEntry(WriteEntry.decode(value, id: id), for: id)
         default:
-            try keep { $0.held[table.index].keep(key, value, isWritten: false) }
+            try keep { $0.held[table.index].keep(key, InlineBytes(value), isWritten: false) }
+        }
+    }
+
+    func set(_ table: ProjectionTable, _ key: StoreKey, bytes: UnsafeRawBufferPointer) throws {
+        switch table {
+        case .writes, .meta: try set(table, key, Array(bytes))
+        default: try keep { $0.held[table.index].keep(key, InlineBytes(bytes), isWritten: false) }
         }
     }
 
@@ -241,7 +265,7 @@ final class TransactionStore: ProjectionStore {
             try entries.write(through: lookups.entries, keepingSlots: keeping)
         case .meta:
             if let nextWriteID {
-                if held[table.index].keep(nextWriteIdStoreKey, StoreKey.bytes(id: nextWriteID), isWritten: false) {
+                if held[table.index].keep(nextWriteIdStoreKey, InlineBytes(StoreKey.bytes(id: nextWriteID)), isWritten: false) {
                     heldCount += 1
                 }
                 self.nextWriteID = nil

@@ -14,6 +14,10 @@ protocol ProjectionStore {
     mutating func setCounters(_ counters: Counters, for user: String) throws
     /// Stores the next write id the queue gives (`MetaKey.nextWriteId`): each write queued sets it.
     mutating func setNextWriteID(_ id: UInt64) throws
+    /// Calls `body` with the bytes under `key`, or nil when there are none, without copying them out.
+    func withValue<R>(_ table: ProjectionTable, _ key: StoreKey, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R
+    /// Stores `bytes` under `key`, copied.
+    mutating func set(_ table: ProjectionTable, _ key: StoreKey, bytes: UnsafeRawBufferPointer) throws
 }
 
 /// Keys as bytes, and the typed entries through the bytes, for a store that keeps only bytes.
@@ -42,6 +46,15 @@ extension ProjectionStore {
     }
 
     mutating func setNextWriteID(_ id: UInt64) throws { try set(.meta, nextWriteIdStoreKey, StoreKey.bytes(id: id)) }
+
+    func withValue<R>(_ table: ProjectionTable, _ key: StoreKey, _ body: (UnsafeRawBufferPointer?) throws -> R) throws -> R {
+        guard let value = try value(table, key) else { return try body(nil) }
+        return try value.withUnsafeBytes { try body($0) }
+    }
+
+    mutating func set(_ table: ProjectionTable, _ key: StoreKey, bytes: UnsafeRawBufferPointer) throws {
+        try set(table, key, Array(bytes))
+    }
 }
 
 /// `MetaKey.nextWriteId` as a store key, made once (a global: a generic type cannot hold a stored static).

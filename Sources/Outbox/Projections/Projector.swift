@@ -355,18 +355,21 @@ struct Projector<Store: ProjectionStore> {
     }
 
     private func rowIDs(_ row: StoreKey) throws -> [WriteID] {
-        guard let bytes = try store.value(.rows, row) else { return [] }
-        return try bytes.withUnsafeBytes { raw in
+        try store.withValue(.rows, row) { raw in
+            guard let raw else { return [] }
             var r = ByteReader(raw)
             return try r.ids()
         }
     }
 
-    /// Stores the row slot `row` as `ids` and then `last` (the encoding of `ids + [last]`).
+    /// Stores the row slot `row` as `ids` and then `last` (the encoding of `ids + [last]`), encoded on
+    /// the stack.
     private mutating func setRow(_ row: StoreKey, _ ids: [WriteID], then last: WriteID) throws {
-        var w = ByteWriter(capacity: (ids.count + 1) * 10 + 2)
-        w.ids(ids, then: last)
-        try store.set(.rows, row, w.bytes)
+        try withUnsafeTemporaryAllocation(byteCount: (ids.count + 2) * 10, alignment: 8) { buffer in
+            var w = ScratchWriter(buffer)
+            w.ids(ids, then: last)
+            try store.set(.rows, row, bytes: w.written!)
+        }
     }
 
     /// Of `ids`, those not settled (R2.2): still in the queue and not answered. A settled write stays

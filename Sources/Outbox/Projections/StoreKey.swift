@@ -4,25 +4,19 @@
     internal import Darwin
 #endif
 
-/// A projection key, built on the stack: up to 32 bytes are held inline (ids, id pairs, a user's list
-/// keys, row keys of one member), so the fold makes its keys without allocating; a longer key keeps its
-/// bytes in an array. It carries its digest (FNV-1a, for the held tables' index) and its first eight
-/// bytes big-endian (which order most pairs of keys without comparing bytes).
-struct StoreKey: Equatable {
+/// Bytes held without an array of their own when they are few: up to 32 inline, a longer run in an
+/// array. Projection keys are made of them (`StoreKey`), and so are the values the transaction's store
+/// holds (a row's slot, a list's value, a meta number), so the fold keeps and writes both without
+/// allocating.
+struct InlineBytes: Equatable {
     private var inline: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
     private var spilled: [UInt8]?
     let count: Int
-    let digest: UInt64
-    let head: UInt64
 
     static let inlineCapacity = 32
 
     init(_ bytes: UnsafeRawBufferPointer) {
         count = bytes.count
-        digest = StableHash.of(bytes)
-        var head: UInt64 = 0
-        for position in 0..<8 { head = head << 8 | UInt64(position < bytes.count ? bytes[position] : 0) }
-        self.head = head
         if bytes.count <= Self.inlineCapacity {
             withUnsafeMutableBytes(of: &inline) { $0.copyMemory(from: bytes) }
         } else {
@@ -30,7 +24,44 @@ struct StoreKey: Equatable {
         }
     }
 
+    init(_ bytes: [UInt8]) { self = bytes.withUnsafeBytes { InlineBytes($0) } }
+
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        if let spilled { return try spilled.withUnsafeBytes(body) }
+        return try withUnsafeBytes(of: inline) { try body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+    }
+
+    var bytes: [UInt8] { withBytes { Array($0) } }
+
+    static func == (a: InlineBytes, b: InlineBytes) -> Bool {
+        guard a.count == b.count else { return false }
+        if a.spilled != nil || b.spilled != nil { return a.spilled == b.spilled }
+        return a.inline == b.inline
+    }
+}
+
+/// A projection key, built on the stack: up to 32 bytes are held inline (ids, id pairs, a user's list
+/// keys, row keys of one member), so the fold makes its keys without allocating; a longer key keeps its
+/// bytes in an array. It carries its digest (FNV-1a, for the held tables' index) and its first eight
+/// bytes big-endian (which order most pairs of keys without comparing bytes).
+struct StoreKey: Equatable {
+    private let stored: InlineBytes
+    let digest: UInt64
+    let head: UInt64
+
+    static let inlineCapacity = InlineBytes.inlineCapacity
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        digest = StableHash.of(bytes)
+        var head: UInt64 = 0
+        for position in 0..<8 { head = head << 8 | UInt64(position < bytes.count ? bytes[position] : 0) }
+        self.head = head
+        stored = InlineBytes(bytes)
+    }
+
     init(_ bytes: [UInt8]) { self = bytes.withUnsafeBytes { StoreKey($0) } }
+
+    var count: Int { stored.count }
 
     /// An id, 8 bytes big-endian.
     static func id(_ value: UInt64) -> StoreKey { withUnsafeBytes(of: value.bigEndian) { StoreKey($0) } }
@@ -57,17 +88,12 @@ struct StoreKey: Equatable {
         }
     }
 
-    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        if let spilled { return try spilled.withUnsafeBytes(body) }
-        return try withUnsafeBytes(of: inline) { try body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-    }
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try stored.withBytes(body) }
 
-    var bytes: [UInt8] { withBytes { Array($0) } }
+    var bytes: [UInt8] { stored.bytes }
 
     static func == (a: StoreKey, b: StoreKey) -> Bool {
-        guard a.digest == b.digest, a.count == b.count, a.head == b.head else { return false }
-        if a.spilled != nil || b.spilled != nil { return a.spilled == b.spilled }
-        return a.inline == b.inline
+        a.digest == b.digest && a.head == b.head && a.stored == b.stored
     }
 
     /// LMDB's order: bytes compared as unsigned, a prefix first. Heads padded with zeros order the keys
