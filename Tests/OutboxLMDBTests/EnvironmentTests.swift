@@ -115,6 +115,45 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) rethrows -> R {
         }
     }
 
+    /// On Linux the data file is written ahead of LMDB's pages with zeros, a step at a time, so a commit
+    /// writes into blocks already allocated: the file reaches past the pages in use, never past the
+    /// map, and what LMDB wrote reads back whole after a reopen.
+    @Test func theDataFileRunsAheadOfItsPagesInUse() throws {
+        #if os(Linux)
+            try withTemporaryDirectory { path in
+                func fileSize() throws -> Int {
+                    try FileManager.default.attributesOfItem(atPath: path + "/data.mdb")[.size] as! Int
+                }
+                let value = [UInt8](repeating: 7, count: 1000)
+                let keys = (0..<6000).map { withUnsafeBytes(of: UInt32($0).bigEndian, Array.init) }
+                do {
+                    let env = try Environment(path: path, databases: ["a"])
+                    _ = try env.write { txn in try txn.put(env.database("a"), key: keys[0], value: value) }
+                    _ = try env.write { txn in try txn.put(env.database("a"), key: keys[1], value: value) }
+                    // A step is an eighth of the pages in use, at least 16 pages.
+                    #expect(try fileSize() >= env.usedBytes() + 8 * 4096)
+                    let data = try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb"))
+                    #expect(data[try env.usedBytes()...].allSatisfy { $0 == 0 })
+                    // Each write begins with at least half a step (of 16 pages at least) past the pages in use.
+                    for batch in stride(from: 2, to: keys.count, by: 100) {
+                        _ = try env.write { txn in
+                            for key in keys[batch..<min(batch + 100, keys.count)] {
+                                try txn.put(env.database("a"), key: key, value: value)
+                            }
+                        }
+                        let (file, used) = try env.write { _ in (try fileSize(), try env.usedBytes()) }
+                        #expect(file >= used + 8 * 4096, "the file ends at \(file), its pages in use at \(used)")
+                    }
+                    #expect(try env.usedBytes() > 6_000_000)
+                    #expect(try fileSize() <= env.mapSize)
+                }
+                let env = try Environment(path: path, databases: ["a"])
+                #expect(try env.read { try $0.count(env.database("a")) } == keys.count)
+                #expect(try env.read { txn in try keys.allSatisfy { try txn.get(env.database("a"), key: $0) == value } })
+            }
+        #endif
+    }
+
     @Test func mapGrowsFromATinyMapInsideWrite() throws {
         try withTemporaryDirectory { path in
             var options = Environment.Options()

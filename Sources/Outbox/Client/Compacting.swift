@@ -51,11 +51,12 @@ extension OutboxClient {
 }
 
 extension EventLog {
-    /// Whether the log has passed a limit of `policy`: its data file's size, or the writes that left
-    /// the queue since their history was last archived (every write ever queued, less those the
-    /// queue holds, less those the archive ends).
+    /// Whether the log has passed a limit of `policy`: the bytes of its data file's pages in use (not
+    /// the file's size, which runs ahead of them), or the writes that left the queue since their
+    /// history was last archived (every write ever queued, less those the queue holds, less those the
+    /// archive ends).
     func compactionIsDue(_ policy: OutboxConfiguration.CompactionPolicy) throws -> Bool {
-        if let bytes = policy.logBytes, try storageErrors(path: path, { try environment.fileSize() }) > bytes { return true }
+        if let bytes = policy.logBytes, try storageErrors(path: path, { try environment.usedBytes() }) > bytes { return true }
         guard let limit = policy.settledWrites else { return false }
         return try storageErrors(path: path) {
             try environment.read { txn in

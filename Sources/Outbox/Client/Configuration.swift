@@ -59,7 +59,8 @@ public struct OutboxConfiguration: Sendable {
 
     /// When the library compacts the log by itself.
     public struct CompactionPolicy: Hashable, Sendable {
-        /// Compact once the data file is larger than this many bytes.
+        /// Compact once the data file's pages in use hold more than this many bytes (the file itself
+        /// runs a little ahead of them, written in advance).
         public var logBytes: Int?
         /// Compact once this many writes have left the queue since their history was last archived.
         public var settledWrites: Int?
