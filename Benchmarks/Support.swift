@@ -46,6 +46,8 @@ let options: Options = {
                               (instruction counts under callgrind), floors (the chained layout's floors
                               against the SQLite peer, no engine), compaction (writes through their whole
                               life: enqueue, drain, take, compact; --size defaults to 10,000,000 there),
+                              file-growth (raw appends into a file each commit lengthens, against a file
+                              written ahead with zeros: why the engine writes ahead),
                               targets (the cases of the README's targets at 10,000,000 writes, unless
                               --size: enqueue-durable, enqueue-concurrent, bulk-enqueue, drain, rebuild,
                               history, open; at 10,000,000 it needs about 5 GB free under TMPDIR)

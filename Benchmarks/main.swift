@@ -27,6 +27,7 @@ let cases: [any BenchmarkCase.Type] = [
     LongLifeCase.self,
     CompactionCase.self,
     ReadingCase.self,
+    FileGrowthCase.self,
 ]
 for benchmark in cases where benchmark.isSelected() { try benchmark.run() }
 
