@@ -448,12 +448,13 @@ public final class Environment: @unchecked Sendable {
 
     /// Keeps the data file written ahead of LMDB's pages with zeros: when fewer than half a step of
     /// bytes lie past the last page in use, the file is extended to a step past it (an eighth of the
-    /// pages in use, 16 pages to 64 MiB, never past the map: a small log stays small). A commit then writes into blocks the file system
-    /// has already allocated; on Linux's ext4 a commit that lengthens the file (nearly every commit of a
-    /// growing log does) also journals the file's new size and blocks at its flush: 550 µs against 300
-    /// µs a commit of 1000 appends on this project's machine (`Specs/benchmarks.md`). Blocks reserved by
-    /// `fallocate`, or a file lengthened by `ftruncate`, leave that cost to the first write, so zeros
-    /// are written. Best effort: a file that cannot grow (a full disk) is left to LMDB to report.
+    /// pages in use, 16 pages to 64 MiB, never past the map: a small log stays small). A commit then
+    /// writes into blocks the file system has already allocated; on Linux's ext4 a commit that
+    /// lengthens the file (nearly every commit of a growing log does) also journals the file's new
+    /// size and blocks at its flush: 550 µs against 300 µs a commit of 1000 appends on this project's
+    /// machine (`Specs/benchmarks.md`). Blocks reserved by `fallocate`, or a file lengthened by
+    /// `ftruncate`, leave that cost to the first write, so zeros are written. Best effort: a file that
+    /// cannot grow (a full disk) is left to LMDB to report.
     ///
     /// Called inside a write transaction, before anything is written: LMDB's writer lock keeps every
     /// other writer, of this process or another, from writing the file meanwhile, and no reader reads a

@@ -13,10 +13,10 @@ internal import OutboxLMDB
 ///
 /// Two tables are held decoded, because every part of a transaction reads them: the verdict table's
 /// entries (`WriteEntry`, decoded and checked once when first read, encoded once when written) and the
-/// users' counters. The others are held as bytes, inline up to 32 of them (`InlineBytes`: a row's slot,
-/// a list's value, a meta number), so holding one allocates nothing. Each table keeps its entries in the order they were
-/// first touched, which is nearly always key order (ids ascend), so putting them in key order at the
-/// flush is a merge of a few runs, not a sort of a hash table's order.
+/// users' counters. The others are held as bytes, inline up to 32 of them (`InlineBytes`: a row's
+/// slot, a list's value, a meta number), so holding one allocates nothing. Each table keeps its entries
+/// in the order they were first touched, which is nearly always key order (ids ascend), so putting them
+/// in key order at the flush is a merge of a few runs, not a sort of a hash table's order.
 final class TransactionStore: ProjectionStore {
     private let access: WriteAccess
     private let tables: LogTables
