@@ -72,8 +72,9 @@ public final class Environment: @unchecked Sendable {
     private let mapSizeNow: Mutex<Int>
     /// LMDB's page size.
     private let pageSize: Int
-    /// Where this process last found or made the data file's end (`writeAhead`): a lower bound while
-    /// it holds; `fstat` is asked again when the file seems near its end.
+    /// Where this process takes the data file to end (`writeAhead`): where it last found or made it,
+    /// or, after a write of zeros failed, where it tries again; `fstat` is asked again when the file
+    /// seems near its end.
     private let knownFileEnd = Atomic<Int>(0)
     /// Set by `close`, read under `resizeLock`.
     private let isClosed = Atomic<Bool>(false)
@@ -461,16 +462,14 @@ public final class Environment: @unchecked Sendable {
     /// page past the last one committed. Linux only: other systems were not measured.
     private func writeAhead() {
         #if os(Linux)
-            var info = MDB_envinfo()
-            mdb_env_info(handle, &info)
-            let used = (Int(info.me_last_pgno) + 1) * pageSize
+            let (used, mapSize) = pagesInUse()
             let step = min(max(used / 8, 16 * pageSize), 64 << 20)
             guard knownFileEnd.load(ordering: .relaxed) - used < step / 2 else { return }
             var descriptor: Int32 = -1
             var status = stat()
             guard mdb_env_get_fd(handle, &descriptor) == 0, fstat(descriptor, &status) == 0 else { return }
             var end = Int(status.st_size)
-            let target = min(used + step, Int(info.me_mapsize)) / pageSize * pageSize
+            let target = min(used + step, mapSize) / pageSize * pageSize
             while end < target {
                 let written = pwrite(descriptor, Self.zeros, min(Self.zeroCount, target - end), off_t(end))
                 guard written > 0 else {
@@ -493,10 +492,15 @@ public final class Environment: @unchecked Sendable {
     public func usedBytes() throws(LMDBError) -> Int {
         try resizeLock.withShared { () throws(LMDBError) -> Int in
             try checkOpen()
-            var info = MDB_envinfo()
-            mdb_env_info(handle, &info)
-            return (Int(info.me_last_pgno) + 1) * pageSize
+            return pagesInUse().bytes
         }
+    }
+
+    /// The bytes up to the end of the last page the last commit used, and the map's size.
+    private func pagesInUse() -> (bytes: Int, mapSize: Int) {
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        return ((Int(info.me_last_pgno) + 1) * pageSize, Int(info.me_mapsize))
     }
 
     /// Doubles the map. Called with no transaction of this process open.

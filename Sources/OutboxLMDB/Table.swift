@@ -109,12 +109,3 @@ public enum BigEndianKey: KeyCodec {
         try withUnsafeBytes(of: key.bigEndian) { try body($0) }
     }
 }
-
-/// Values stored as the bytes they are.
-public enum BytesValue: ValueCodec {
-    public static func storedCount(of value: [UInt8], key: UnsafeRawBufferPointer) -> Int { value.count }
-    public static func encode(_ value: [UInt8], key: UnsafeRawBufferPointer, into buffer: UnsafeMutableRawBufferPointer) {
-        value.withUnsafeBytes { buffer.copyMemory(from: $0) }
-    }
-    public static func decode(_ stored: RawSpan, key: UnsafeRawBufferPointer) -> [UInt8] { stored.copiedBytes }
-}
