@@ -183,11 +183,11 @@ import Testing
         try await TemporaryFolder.with { path in
             let client = try await openClient(path)
             let commitsBefore = client.log.environment.commitCount
-            client.log.committer.suspend()
+            client.log.suspendWriter()
             let ids = try await withThrowingTaskGroup(of: WriteID.self) { group in
                 for index in 0..<16 { group.addTask { try await client.enqueue(todo(Int64(index))) } }
                 while client.log.committer.waitingCount < 16 { await Task.yield() }
-                client.log.committer.resume()
+                client.log.resumeWriter()
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(Set(ids).count == 16)
@@ -200,11 +200,11 @@ import Testing
     @Test func aRefusedEnqueueDoesNotFailItsGroup() async throws {
         try await TemporaryFolder.with { path in
             let client = try await openClient(path)
-            client.log.committer.suspend()
+            client.log.suspendWriter()
             let good = Task { try await client.enqueue(todo(1)) }
             let bad = Task { try await client.enqueue(todo(2).dependingOn([77])) }
             while client.log.committer.waitingCount < 2 { await Task.yield() }
-            client.log.committer.resume()
+            client.log.resumeWriter()
             _ = try await good.value
             await #expect(throws: OutboxError.invalidWrite) { try await bad.value }
             #expect(try await client.queue.all().count == 1)
@@ -227,12 +227,12 @@ import Testing
             let alone = try await enqueue(1)
             #expect(alone.isAlone)
             #expect(alone.transaction == (try log.readAhead { _ in }.snapshot))
-            log.committer.suspend()
+            log.suspendWriter()
             let first = Task { try await enqueue(2) }
             while log.committer.waitingCount < 1 { await Task.yield() }
             let second = Task { try await enqueue(3) }
             while log.committer.waitingCount < 2 { await Task.yield() }
-            log.committer.resume()
+            log.resumeWriter()
             let (one, other) = (try await first.value, try await second.value)
             #expect(one == other)
             #expect(!one.isAlone)

@@ -170,7 +170,7 @@ import Testing
             let (client, instance) = try await Self.openInBatches(of: 3, path)
             _ = try await client.enqueue(contentsOf: (1...5).map { todo($0) })
             let log = client.log
-            log.committer.suspend()
+            log.suspendWriter()
             let sync = Task { try await client.sync() }
             // The pass's first commit waits, and the batch after it ([4, 5]) was read ahead meanwhile.
             while log.committer.waitingCount < 1 || log.reads.finishedCount < log.reads.submittedCount {
@@ -178,7 +178,7 @@ import Testing
             }
             let queued = Task { try await client.enqueue(todo(6)) }
             while log.committer.waitingCount < 2 { await Task.yield() }
-            log.committer.resume()
+            log.resumeWriter()
             _ = try await queued.value
             #expect(try await sync.value.syncedCount == 6)
             #expect(instance.received.map(\.writes) == [[1, 2, 3], [4, 5, 6]])

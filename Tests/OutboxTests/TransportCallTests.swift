@@ -10,11 +10,13 @@ import Testing
 /// the log's writer.
 final class WatchedTransport: OutboxTransport {
     let instance = SimulatedInstance()
-    private let counts = Mutex<(calls: Int, onWriter: [String])>((0, []))
+    private let counts = Mutex<(calls: Int, onWriter: [String], sendsElsewhere: Int)>((0, [], 0))
 
     var calls: Int { counts.withLock { $0.calls } }
-    /// The calls that ran on the log's writer, by name.
+    /// The calls that ran on the log's writer, inside a transaction, by name.
     var onWriter: [String] { counts.withLock { $0.onWriter } }
+    /// The sends that ran off the writer's queue.
+    var sendsElsewhere: Int { counts.withLock { $0.sendsElsewhere } }
 
     private func note(_ name: String) {
         let writing = GroupCommitter.isWriting
@@ -25,6 +27,8 @@ final class WatchedTransport: OutboxTransport {
     }
 
     func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+        let elsewhere = !GroupCommitter.isOnWritersQueue
+        counts.withLock { $0.sendsElsewhere += elsewhere ? 1 : 0 }
         note("send")
         return await instance.send(batch, accessToken: accessToken)
     }
@@ -51,7 +55,8 @@ final class WatchedTransport: OutboxTransport {
 }
 
 /// R9.1: the transport is never called inside a write transaction of the log; the pass asks it
-/// between transactions, and decides the same as when it asked inside them.
+/// between transactions, and decides the same as when it asked inside them. The pass runs on the
+/// writer's queue between them, so no thread is woken between a commit and the next request.
 @Suite struct TransportCallTests {
     @Test func theTransportIsNeverCalledOnTheLogsWriter() async throws {
         try await TemporaryFolder.with { path in
@@ -77,6 +82,7 @@ final class WatchedTransport: OutboxTransport {
             for _ in 0..<4 { try await client.sync() }
             #expect(transport.calls > 20)
             #expect(transport.onWriter.isEmpty, "called on the log's writer: \(transport.onWriter)")
+            #expect(transport.sendsElsewhere == 0, "sent off the writer's queue")
             let states = try await client.queue.all().map(\.state.name)
             #expect(states.filter { $0 == "refused" }.count >= 3, "\(states)")
             let decisions = try client.log.checkDecisions()

@@ -9,7 +9,9 @@ public protocol OutboxTransport: Sendable {
     /// wire contract. The library hands it at most `requestSize(for:)` writes, and records the answer
     /// before it sends the next request. A transport reports failures in the result; it does not throw.
     /// Each failure says what it means for its writes (`RequestFailure.Meaning`): the transport reads
-    /// its server's codes, and the library decides from the meaning alone.
+    /// its server's codes, and the library decides from the meaning alone. It is called on the log
+    /// writer's queue, between its transactions: it must await, never block its thread (a blocked
+    /// send holds up every enqueue until it returns).
     func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer
 
     /// How many of the batch's leading writes one request carries (at least one): the whole batch for a

@@ -128,7 +128,10 @@ extension OutboxClient {
                 try self.checkOpen()
             },
             refreshToken: refresh)
-        let report = try await pass.run()
+        // The pass runs on the log writer's queue, between its transactions: the commit that records
+        // an answer resumes it there, with no thread to wake before the next request goes out, and its
+        // next transaction starts there with none either. The transport is never called inside one (R9.1).
+        let report = try await withTaskExecutorPreference(log.committer.executor) { try await pass.run() }
         // A latched session's pass sends nothing and so leaves no passEnded in the log to tell the
         // events stream; it is told here (R7.2, R7.3).
         if let stopped = report.stoppedBy, stopped.kind == .identityChanged { eventStream.send(.passStopped(stopped)) }

@@ -275,6 +275,12 @@ package final class EventLog: Sendable {
         }
     }
 
+    /// Holds the writer before its next transaction (tests: gather a group deterministically).
+    package func suspendWriter() { committer.suspend() }
+
+    /// Lets the writer go on after `suspendWriter()`.
+    package func resumeWriter() { committer.resume(with: self) }
+
     /// Closes the LMDB environment once running transactions end: the path can be opened again.
     package func close() {
         commitMark?.close()
