@@ -240,6 +240,49 @@ import Testing
         }
     }
 
+    // R8.2: a rebuild reads and decodes the log on a thread of its own while it folds; the fold gets
+    // the same steps in the same order, and a fold that throws part way stops the reader, whose read
+    // transaction then ends (a write after it goes through, and the log closes).
+    @Test(.timeLimit(.minutes(1))) func aRebuildReadsAheadTheSameStepsAndStopsItsReader() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            for start in stride(from: 0, to: 3000, by: 500) {
+                _ = try await client.enqueue(contentsOf: (start..<(start + 500)).map { todo(Int64($0)) })
+            }
+            let log = client.log
+            func sequences(_ step: EventLog.FoldStep) -> UInt64 {
+                switch step {
+                case .event(let event), .snapshot(let event, _): return event.sequence
+                }
+            }
+            let (plain, ahead) = try log.environment.write { txn in
+                var plain: [UInt64] = []
+                var ahead: [UInt64] = []
+                let lastPlain = try log.foldWhole(txn.unsafeAccess, compacted: false) { plain.append(sequences($0)) }
+                let lastAhead = try log.foldWholeReadAhead(compacted: false) { ahead.append(sequences($0)) }
+                #expect(lastPlain == lastAhead)
+                return (plain, ahead)
+            }
+            #expect(plain.count > 3000)
+            #expect(ahead == plain)
+            struct Stop: Error {}
+            var folded = 0
+            #expect(throws: Stop.self) {
+                try log.environment.write { _ in
+                    _ = try log.foldWholeReadAhead(compacted: false) { _ in
+                        folded += 1
+                        if folded == 1500 { throw Stop() }
+                    }
+                }
+            }
+            #expect(folded == 1500)
+            _ = try await client.enqueue(todo(5000))
+            try client.log.rebuild()
+            #expect(try await client.verify().isOK)
+            client.close()
+        }
+    }
+
     // R8.3 and R8.4: a write's history from the index; the state as of any sequence.
     @Test func historyAndTimeTravel() async throws {
         try await TemporaryFolder.with { path in

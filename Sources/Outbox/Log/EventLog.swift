@@ -476,7 +476,7 @@ package final class EventLog: Sendable {
                 try TransactionStore.Lookups.with(access, tables) { lookups in
                     var projector = Projector(store: TransactionStore(access: access, tables: tables, lookups: lookups))
                     var folded = 0
-                    let last = try foldWhole(access, compacted: compacted) { step in
+                    let last = try foldWholeReadAhead(compacted: compacted) { step in
                         switch step {
                         case .event(let event):
                             try projector.apply(event)
@@ -499,8 +499,32 @@ package final class EventLog: Sendable {
         }
     }
 
+    /// `foldWhole` with the records read and decoded on a thread of their own, in a read transaction,
+    /// while `body` folds those before them on the caller's: a rebuild's decoding is a quarter of its
+    /// work. The caller must hold the log's write transaction, so that the reader's snapshot holds the
+    /// same log (no commit can come between), and it gets the same steps, in order, with the same
+    /// error at the same record. The reader is stopped and waited for before this returns or throws.
+    func foldWholeReadAhead(compacted: Bool, _ body: (FoldStep) throws -> Void) throws -> UInt64 {
+        let steps = FoldSteps()
+        let reader = Thread { [self] in
+            steps.end(
+                Result {
+                    try environment.read { txn in
+                        try foldWhole(txn.unsafeAccess, compacted: compacted) { try steps.put($0) }
+                    }
+                })
+        }
+        reader.name = "outbox.rebuild-reader"
+        reader.start()
+        defer { steps.stopAndWait() }
+        while let batch = steps.next() {
+            for step in batch { try body(step) }
+        }
+        return try steps.result()
+    }
+
     /// One record of `foldWhole`: an event to fold, or a snapshot to start again from.
-    enum FoldStep {
+    enum FoldStep: Sendable {
         case event(RecordedEvent)
         /// A `logCompacted` event and the state it holds: the fold starts again from that state.
         case snapshot(RecordedEvent, ProjectionState)
@@ -557,5 +581,74 @@ package final class EventLog: Sendable {
                 sequence: gap.first)
         }
         return expected - 1
+    }
+}
+
+/// The steps a reader thread hands to a fold (`EventLog.foldWholeReadAhead`): batches of them, at most
+/// `depth` waiting, then how the read ended.
+private final class FoldSteps: @unchecked Sendable {
+    private static let batchCount = 256
+    private static let depth = 4
+    private let condition = NSCondition()
+    /// Guarded by `condition`.
+    private var ready: [[EventLog.FoldStep]] = []
+    private var ended: Result<UInt64, any Error>?
+    private var stopped = false
+    /// The reader's own batch, not yet handed over.
+    private var filling: [EventLog.FoldStep] = []
+
+    /// The reader hands over `step`; throws when the fold stopped taking them.
+    func put(_ step: EventLog.FoldStep) throws {
+        filling.append(step)
+        if filling.count == Self.batchCount { try handOver() }
+    }
+
+    private func handOver() throws {
+        condition.lock()
+        defer { condition.unlock() }
+        while ready.count >= Self.depth, !stopped { condition.wait() }
+        if stopped { throw CancellationError() }
+        ready.append(filling)
+        filling = []
+        filling.reserveCapacity(Self.batchCount)
+        condition.broadcast()
+    }
+
+    /// The reader ends, having read every record (its last sequence) or thrown.
+    func end(_ result: Result<UInt64, any Error>) {
+        var result = result
+        if !filling.isEmpty {
+            do { try handOver() } catch { result = .failure(error) }
+        }
+        condition.lock()
+        ended = result
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The next batch, in order, or nil once the reader ended and every batch was taken.
+    func next() -> [EventLog.FoldStep]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while ready.isEmpty, ended == nil { condition.wait() }
+        if ready.isEmpty { return nil }
+        condition.broadcast()
+        return ready.removeFirst()
+    }
+
+    /// How the read ended: its last sequence, or what it threw.
+    func result() throws -> UInt64 {
+        condition.lock()
+        defer { condition.unlock() }
+        return try ended!.get()
+    }
+
+    /// Stops the reader (it throws at its next batch) and waits for it to end.
+    func stopAndWait() {
+        condition.lock()
+        defer { condition.unlock() }
+        stopped = true
+        condition.broadcast()
+        while ended == nil { condition.wait() }
     }
 }
