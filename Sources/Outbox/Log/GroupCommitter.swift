@@ -95,9 +95,7 @@ package final class GroupCommitter: Sendable {
     func resume(with log: EventLog) {
         let schedule = state.withLock { state -> Bool in
             state.suspended = false
-            if state.drainScheduled || state.jobs.isEmpty { return false }
-            state.drainScheduled = true
-            return true
+            return Self.claimDrain(&state)
         }
         if schedule { queue.async { self.drain(log) } }
     }
@@ -105,11 +103,17 @@ package final class GroupCommitter: Sendable {
     func submit(_ job: Job, to log: EventLog, complete: @escaping @Sendable (Result<any Sendable, any Error>) -> Void) {
         let schedule = state.withLock { state -> Bool in
             state.jobs.append((job, complete))
-            if state.drainScheduled || state.suspended { return false }
-            state.drainScheduled = true
-            return true
+            return Self.claimDrain(&state)
         }
         if schedule { queue.async { self.drain(log) } }
+    }
+
+    /// Whether the caller is to schedule a drain (then marked scheduled): jobs wait, the writer is not
+    /// held, and no drain is scheduled already. Under the state's lock.
+    private static func claimDrain(_ state: inout State) -> Bool {
+        if state.drainScheduled || state.suspended || state.jobs.isEmpty { return false }
+        state.drainScheduled = true
+        return true
     }
 
     private func drain(_ log: EventLog) {
