@@ -250,11 +250,7 @@ import Testing
                 _ = try await client.enqueue(contentsOf: (start..<(start + 500)).map { todo(Int64($0)) })
             }
             let log = client.log
-            func sequences(_ step: EventLog.FoldStep) -> UInt64 {
-                switch step {
-                case .event(let event), .snapshot(let event, _): return event.sequence
-                }
-            }
+            func sequences(_ step: EventLog.FoldStep) -> UInt64 { step.event.sequence }
             let (plain, ahead) = try log.environment.write { txn in
                 var plain: [UInt64] = []
                 var ahead: [UInt64] = []

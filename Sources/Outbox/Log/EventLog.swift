@@ -476,19 +476,16 @@ package final class EventLog: Sendable {
                 try TransactionStore.Lookups.with(access, tables) { lookups in
                     var projector = Projector(store: TransactionStore(access: access, tables: tables, lookups: lookups))
                     var folded = 0
-                    let last = try foldWholeReadAhead(compacted: compacted) { step in
-                        switch step {
-                        case .event(let event):
-                            try projector.apply(event)
-                        case .snapshot(let event, let state):
+                    let last = try foldWholeReadAhead(compacted: compacted) { (step: borrowing FoldStep) in
+                        if let state = step.snapshot {
                             try projector.store.flush()
                             for table in ProjectionTable.allCases { try access.clear(tables[table]) }
                             for entry in try state.current() {
                                 _ = try access.put(tables[entry.table], key: entry.key, value: entry.value)
                             }
                             projector = Projector(store: TransactionStore(access: access, tables: tables, lookups: lookups))
-                            try projector.apply(event)
                         }
+                        try projector.apply(step.event)
                         folded += 1
                         if folded == total / 2 { crashPlan?.pass(.rebuildMidway) }
                     }
@@ -504,7 +501,7 @@ package final class EventLog: Sendable {
     /// work. The caller must hold the log's write transaction, so that the reader's snapshot holds the
     /// same log (no commit can come between), and it gets the same steps, in order, with the same
     /// error at the same record. The reader is stopped and waited for before this returns or throws.
-    func foldWholeReadAhead(compacted: Bool, _ body: (FoldStep) throws -> Void) throws -> UInt64 {
+    func foldWholeReadAhead(compacted: Bool, _ body: (borrowing FoldStep) throws -> Void) throws -> UInt64 {
         let steps = FoldSteps()
         let reader = Thread { [self] in
             steps.end(
@@ -518,16 +515,22 @@ package final class EventLog: Sendable {
         reader.start()
         defer { steps.stopAndWait() }
         while let batch = steps.next() {
-            for step in batch { try body(step) }
+            // Borrowed where they lie, and handed back whole to be freed by the reader that made them.
+            try batch.withUnsafeBufferPointer { batch in
+                guard let first = batch.baseAddress else { return }
+                for index in batch.indices { try body((first + index).pointee) }
+            }
+            steps.spend(consume batch)
         }
         return try steps.result()
     }
 
-    /// One record of `foldWhole`: an event to fold, or a snapshot to start again from.
-    enum FoldStep: Sendable {
-        case event(RecordedEvent)
-        /// A `logCompacted` event and the state it holds: the fold starts again from that state.
-        case snapshot(RecordedEvent, ProjectionState)
+    /// One record of `foldWhole`: an event to fold, or a snapshot to start again from. (A struct, not an
+    /// enum: a fold reads its event where it lies, where binding an enum's payload would copy it.)
+    struct FoldStep: Sendable {
+        let event: RecordedEvent
+        /// For a `logCompacted` event, the state it holds: the fold starts again from that state.
+        let snapshot: ProjectionState?
     }
 
     /// Reads every record of the log in order, checking each, for a fold that starts again at each
@@ -569,9 +572,9 @@ package final class EventLog: Sendable {
                 gaps = gaps.compactMap { gap in
                     gap.last < compaction.horizon ? nil : (max(gap.first, compaction.horizon), gap.last, gap.found)
                 }
-                try body(.snapshot(event, compaction.state))
+                try body(FoldStep(event: event, snapshot: compaction.state))
             } else {
-                try body(.event(event))
+                try body(FoldStep(event: event, snapshot: nil))
             }
             return true
         }
@@ -594,6 +597,8 @@ private final class FoldSteps: @unchecked Sendable {
     private var ready: [[EventLog.FoldStep]] = []
     private var ended: Result<UInt64, any Error>?
     private var stopped = false
+    /// Batches the fold is done with, for the reader to free, at most `depth`.
+    private var spent: [[EventLog.FoldStep]] = []
     /// The reader's own batch, not yet handed over.
     private var filling: [EventLog.FoldStep] = []
 
@@ -605,13 +610,28 @@ private final class FoldSteps: @unchecked Sendable {
 
     private func handOver() throws {
         condition.lock()
-        defer { condition.unlock() }
         while ready.count >= Self.depth, !stopped { condition.wait() }
-        if stopped { throw CancellationError() }
+        if stopped {
+            condition.unlock()
+            throw CancellationError()
+        }
         ready.append(filling)
-        filling = []
-        filling.reserveCapacity(Self.batchCount)
+        var reused = spent.popLast() ?? []
         condition.broadcast()
+        condition.unlock()
+        // A folded batch's steps are freed here, on the thread that made them, outside the lock, and its
+        // storage filled again.
+        reused.removeAll(keepingCapacity: true)
+        reused.reserveCapacity(Self.batchCount)
+        filling = reused
+    }
+
+    /// The fold hands back a batch it folded, for the reader to free and fill again; once the reader
+    /// ended (or with `depth` handed back already), the fold frees it.
+    func spend(_ batch: consuming [EventLog.FoldStep]) {
+        condition.lock()
+        defer { condition.unlock() }
+        if ended == nil, spent.count < Self.depth { spent.append(batch) }
     }
 
     /// The reader ends, having read every record (its last sequence) or thrown.

@@ -54,14 +54,9 @@ extension EventLog {
         var projector = Projector(store: MemoryProjections())
         do {
             let last = try foldWhole(access, compacted: wasCompacted(access)) { step in
-                switch step {
-                case .event(let event):
-                    try projector.apply(event)
-                case .snapshot(let event, let state):
-                    projector = Projector(store: try MemoryProjections(state))
-                    try projector.apply(event)
-                    if case .logCompacted(let compacted) = event.event { lastCompaction = compacted }
-                }
+                if let state = step.snapshot { projector = Projector(store: try MemoryProjections(state)) }
+                try projector.apply(step.event)
+                if step.snapshot != nil, case .logCompacted(let compacted) = step.event.event { lastCompaction = compacted }
                 count += 1
                 if let progress, UInt64(count) % Self.progressStep == 0 { progress(UInt64(count)) }
             }
