@@ -172,6 +172,7 @@ struct Pass: Sendable {
         }
         var token = self.token
         var refreshed = false
+        var answered: Leftovers?
         passing: while true {
             report.add(progress.verdicts)
             progress.verdicts = []
@@ -201,7 +202,8 @@ struct Pass: Sendable {
                 try checkAlive()
                 carried.watermark = try await acknowledgedWatermark(after: carried.watermark)
                 (progress, step, preparedNext) = try await appendStep(
-                    crashPoint: .passAnswerBeforeCommit, readingAhead: prepared, after: carried, answering: sending
+                    crashPoint: .passAnswerBeforeCommit, readingAhead: prepared, after: carried, answering: sending,
+                    freeing: answered
                 ) { [self, prepared, carried] appender in
                     var progress = carried
                     progress.flushBeforeSend = false
@@ -209,6 +211,7 @@ struct Pass: Sendable {
                     noteFollowers(of: step, &progress)
                     return (progress, step)
                 }
+                answered = Leftovers(consume sending, consume batch)
             }
         }
         report.add(progress.verdicts)
@@ -256,12 +259,16 @@ struct Pass: Sendable {
     /// read is made again after.
     private func appendStep(
         crashPoint: CrashPoint? = nil, readingAhead prepared: Prepared, after progress: Progress,
-        answering request: Request? = nil, _ work: @escaping @Sendable (inout Appender) throws -> (Progress, Step)
+        answering request: Request? = nil, freeing leftovers: Leftovers? = nil,
+        _ work: @escaping @Sendable (inout Appender) throws -> (Progress, Step)
     ) async throws -> (Progress, Step, Prepared) {
         var early: PendingRead<Prepared>?
         if progress.batch.isEmpty, progress.finishing == nil, let plan = prepared.plan {
             let inFlight = (request?.writes.map(\.id) ?? []) + plan.batch.writes
-            early = log.reads.start { [self] in try readAhead(after: progress, inFlight: inFlight) }
+            early = log.reads.start { [self] in
+                defer { leftovers?.free() }
+                return try readAhead(after: progress, inFlight: inFlight)
+            }
         }
         let committed: ((Progress, Step), EventLog.Commit)
         do {
@@ -285,6 +292,25 @@ struct Pass: Sendable {
         }
         let inFlight = sending.writes.map(\.id)
         return (progress, step, try await offPool { [self] in try readAhead(after: progress, inFlight: inFlight) })
+    }
+
+    /// A request answered and recorded, which the pass no longer needs: its writes (their bodies and
+    /// keys, read and made on a read thread) are freed by the next read ahead, on that thread, rather than
+    /// by the pass on the log's writer, whose commits they would lengthen (decision 012).
+    final class Leftovers: @unchecked Sendable {
+        // @unchecked: set when made, then taken once, by the read that frees it.
+        private var request: Request?
+        private var batch: OutgoingBatch?
+
+        init(_ request: consuming Request, _ batch: consuming OutgoingBatch) {
+            self.request = request
+            self.batch = batch
+        }
+
+        func free() {
+            request = nil
+            batch = nil
+        }
     }
 
     /// Runs `body` on the log's read threads: the pass runs on Swift's pool, where no thread may wait
