@@ -485,7 +485,7 @@ package final class EventLog: Sendable {
                             }
                             projector = Projector(store: TransactionStore(access: access, tables: tables, lookups: lookups))
                         }
-                        try projector.apply(step.event)
+                        try projector.apply(step.event, rowKey: step.rowKey)
                         folded += 1
                         if folded == total / 2 { crashPlan?.pass(.rebuildMidway) }
                     }
@@ -531,6 +531,19 @@ package final class EventLog: Sendable {
         let event: RecordedEvent
         /// For a `logCompacted` event, the state it holds: the fold starts again from that state.
         let snapshot: ProjectionState?
+        /// For a `writeQueued` event, its row's key in `rows`: made where the record is decoded (on a
+        /// rebuild's reader thread, beside the fold), a function of the event alone.
+        let rowKey: StoreKey?
+
+        init(event: RecordedEvent, snapshot: ProjectionState? = nil) {
+            self.event = event
+            self.snapshot = snapshot
+            if case .writeQueued(let queued) = event.event {
+                rowKey = RowKey.storeKey(user: queued.user, table: queued.table, key: queued.canonicalKey)
+            } else {
+                rowKey = nil
+            }
+        }
     }
 
     /// Reads every record of the log in order, checking each, for a fold that starts again at each
@@ -574,7 +587,7 @@ package final class EventLog: Sendable {
                 }
                 try body(FoldStep(event: event, snapshot: compaction.state))
             } else {
-                try body(FoldStep(event: event, snapshot: nil))
+                try body(FoldStep(event: event))
             }
             return true
         }

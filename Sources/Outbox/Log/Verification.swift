@@ -55,7 +55,7 @@ extension EventLog {
         do {
             let last = try foldWhole(access, compacted: wasCompacted(access)) { step in
                 if let state = step.snapshot { projector = Projector(store: try MemoryProjections(state)) }
-                try projector.apply(step.event)
+                try projector.apply(step.event, rowKey: step.rowKey)
                 if step.snapshot != nil, case .logCompacted(let compacted) = step.event.event { lastCompaction = compacted }
                 count += 1
                 if let progress, UInt64(count) % Self.progressStep == 0 { progress(UInt64(count)) }

@@ -19,10 +19,14 @@ struct Projector<Store: ProjectionStore> {
     init(store: Store) { self.store = store }
 
     /// Folds `recorded`; a `writeQueued` whose row slot the caller has just read (`rowSlot`) passes it,
-    /// so the fold does not read it again.
-    mutating func apply(_ recorded: RecordedEvent, slot: RowSlot? = nil) throws {
+    /// so the fold does not read it again, or its row's key (`RowKey.storeKey`), made beforehand.
+    mutating func apply(_ recorded: RecordedEvent, slot: RowSlot? = nil, rowKey: StoreKey? = nil) throws {
         if case .writeQueued(let queued) = recorded.event, try isNew(queued.id) {
-            let slot = try slot ?? rowSlot(user: queued.user, table: queued.table, key: queued.canonicalKey)
+            let slot =
+                try slot
+                ?? rowSlot(
+                    rowKey ?? RowKey.storeKey(user: queued.user, table: queued.table, key: queued.canonicalKey),
+                    user: queued.user, table: queued.table)
             return try queue(queued, at: recorded.sequence, slot: slot)
         }
         try fold(recorded)
@@ -386,8 +390,12 @@ struct Projector<Store: ProjectionStore> {
 
     /// The slot of the row a new write to (`user`, `table`, `key`) goes to (R2.2).
     func rowSlot(user: String, table: String, key: CanonicalJSON) throws -> RowSlot {
-        let row = RowKey.storeKey(user: user, table: table, key: key)
-        return RowSlot(key: row, unsettled: try unsettled(rowIDs(row), user: user, table: table))
+        try rowSlot(RowKey.storeKey(user: user, table: table, key: key), user: user, table: table)
+    }
+
+    /// The slot of row `row`, the key of (`user`, `table`, a key) in `rows` (R2.2).
+    private func rowSlot(_ row: StoreKey, user: String, table: String) throws -> RowSlot {
+        RowSlot(key: row, unsettled: try unsettled(rowIDs(row), user: user, table: table))
     }
 }
 
