@@ -514,11 +514,17 @@ package final class EventLog: Sendable {
         reader.name = "outbox.rebuild-reader"
         reader.start()
         defer { steps.stopAndWait() }
-        while let batch = steps.next() {
-            // Borrowed where they lie, and handed back whole to be freed by the reader that made them.
-            try batch.withUnsafeBufferPointer { batch in
+        while var batch = steps.next() {
+            // Each step is moved out to be read and back in after, so the fold reads it without a copy
+            // (a step read through a pointer is copied before each call it is passed to), and the batch
+            // is handed back whole to be freed by the reader that made it.
+            try batch.withUnsafeMutableBufferPointer { batch in
                 guard let first = batch.baseAddress else { return }
-                for index in batch.indices { try body((first + index).pointee) }
+                for index in batch.indices {
+                    let step = (first + index).move()
+                    defer { (first + index).initialize(to: step) }
+                    try body(step)
+                }
             }
             steps.spend(consume batch)
         }
