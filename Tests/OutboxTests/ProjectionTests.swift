@@ -250,12 +250,11 @@ import Testing
                 _ = try await client.enqueue(contentsOf: (start..<(start + 500)).map { todo(Int64($0)) })
             }
             let log = client.log
-            func sequences(_ step: EventLog.FoldStep) -> UInt64 { step.event.sequence }
             let (plain, ahead) = try log.environment.write { txn in
                 var plain: [UInt64] = []
                 var ahead: [UInt64] = []
-                let lastPlain = try log.foldWhole(txn.unsafeAccess, compacted: false) { plain.append(sequences($0)) }
-                let lastAhead = try log.foldWholeReadAhead(compacted: false) { ahead.append(sequences($0)) }
+                let lastPlain = try log.foldWhole(txn.unsafeAccess, compacted: false) { plain.append($0.event.sequence) }
+                let lastAhead = try log.foldWholeReadAhead(compacted: false) { ahead.append($0.event.sequence) }
                 #expect(lastPlain == lastAhead)
                 return (plain, ahead)
             }

@@ -476,7 +476,7 @@ package final class EventLog: Sendable {
                 try TransactionStore.Lookups.with(access, tables) { lookups in
                     var projector = Projector(store: TransactionStore(access: access, tables: tables, lookups: lookups))
                     var folded = 0
-                    let last = try foldWholeReadAhead(compacted: compacted) { (step: borrowing FoldStep) in
+                    let last = try foldWholeReadAhead(compacted: compacted) { step in
                         if let state = step.snapshot {
                             try projector.store.flush()
                             for table in ProjectionTable.allCases { try access.clear(tables[table]) }
