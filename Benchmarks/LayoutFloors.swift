@@ -43,7 +43,7 @@ final class RawEnvironment {
 
 /// The databases the baselines use: the engine's tables, named as the engine names them.
 enum RawTable: Int, CaseIterable {
-    case log, meta, writes, pending, history, rows, counters, answered
+    case log, meta, writes, pending, history, rows, counters, answered, runs
 }
 
 struct RawTransaction {
@@ -288,6 +288,33 @@ func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
             txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 4 * ids.count))
             txn.put(.log, id: sequence, [UInt8](repeating: 7, count: 14 + 2 * ids.count))
             txn.rewrite(.writes, from: chainedKey(next), count: ids.count, entry)
+            txn.put(.meta, Array("counters:".utf8) + user, [0, 0, 0, UInt8(ids.count), 0, 0, 0, 0, 1], append: false)
+            txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
+            next += UInt64(ids.count)
+        }
+    }
+}
+
+/// The floor of a drain on the chained layout whose accepted writes are recorded as runs: as
+/// `chainedFloorDrain`, but a request whose writes are all accepted rewrites none of their entries. It
+/// puts one key in `runs` (the user's ordinal and the run's first id; the value its last id and the
+/// sequences of the attempt, the answer and the verdicts), which a reader of an entry still pending,
+/// with no event noted, overlays on it. The entries' pages are then not touched by the drain.
+func runsFloorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
+    let user = Array("alice".utf8) + [0]
+    var sequence = UInt64(count)
+    var next: UInt64 = 1
+    while next <= UInt64(count) {
+        env.write(withoutMetaSync: true) { txn in
+            let keys = txn.read(.writes, from: chainedKey(next), count: batch)
+            let ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+            txn.readInOrder(.log, ids.map { bigEndian($0) })
+            let attempt = sequence + 1
+            sequence += 3
+            txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 4 * ids.count))
+            txn.put(.log, id: attempt + 1, [UInt8](repeating: 7, count: 14 + 2 * ids.count))
+            txn.put(.log, id: sequence, [UInt8](repeating: 8, count: 8))
+            txn.put(.runs, chainedKey(ids[0]), bigEndian(ids[ids.count - 1]) + bigEndian(attempt) + [1, 2], append: true)
             txn.put(.meta, Array("counters:".utf8) + user, [0, 0, 0, UInt8(ids.count), 0, 0, 0, 0, 1], append: false)
             txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
             next += UInt64(ids.count)

@@ -12,7 +12,8 @@ import Synchronization
 /// drains that log (batches of 100, lean instance), `profile-rebuild` rebuilds its projections instead;
 /// `profile-floor-enqueue` and `profile-floor-drain` do the layout floors' work for the same writes
 /// instead (`profile-floor-none` only makes their records), `profile-floor-chained-enqueue` and
-/// `profile-floor-chained-drain` the chained layout's floors (decision 012). Under callgrind the differences of the
+/// `profile-floor-chained-drain` the chained layout's floors (decision 012), `profile-floor-chained-runs-drain` its
+/// drain with accepted writes recorded as runs. Under callgrind the differences of the
 /// totals are the instructions per write, whole (Specs/decisions/010):
 ///   valgrind --tool=callgrind --callgrind-out-file=/dev/null .build/release/outbox-benchmarks --size 20000 profile-enqueue
 enum ProfileCase: BenchmarkCase {
@@ -28,6 +29,7 @@ enum ProfileCase: BenchmarkCase {
             if filter.hasPrefix("profile-floor-chained") {
                 let env = chainedFloorEnqueue(path: path, records: records)
                 if filter == "profile-floor-chained-drain" { chainedFloorDrain(env, count: records.count, batch: 100) }
+                if filter == "profile-floor-chained-runs-drain" { runsFloorDrain(env, count: records.count, batch: 100) }
             } else if filter != "profile-floor-none" {
                 let env = floorEnqueue(path: path, records: records)
                 if filter == "profile-floor-drain" { floorDrain(env, count: records.count, batch: 100) }
