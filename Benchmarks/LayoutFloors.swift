@@ -267,12 +267,17 @@ func chainedFloorEnqueue(path: String, records: [[UInt8]], perTransaction: Int =
 /// read by cursor from the low-water mark (the planner's next batch), each write's `writeQueued`
 /// record read by a cursor that moves on when the records lie in order (they do after a bulk
 /// enqueue) and seeks when not; the attempt record (each write's id and previous event, its chain
-/// link, as two varint deltas; the key it goes under is the one its chain last set) and one answer record holding the verdicts (every write's previous event is the
-/// attempt: one link for all) appended; each entry rewritten in place by a cursor walking the batch
-/// (its state, counts and chain head); per commit the counters with the new low-water mark, and the
-/// applied sequence. No history, pending or answered key: the chain, the entry's state and the
-/// user's marks answer those queries.
-func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
+/// link, as two varint deltas; the key it goes under is the one its chain last set) and one answer
+/// record holding the verdicts (every write's previous event is the attempt: one link for all)
+/// appended; each entry rewritten in place by a cursor walking the batch (its state, counts and chain
+/// head); per commit the counters with the new low-water mark, and the applied sequence. No history,
+/// pending or answered key: the chain, the entry's state and the user's marks answer those queries.
+///
+/// With `acceptedAsRuns` (decision 012, move 23), no entry is rewritten: the verdicts go in a record
+/// of their own, and one key in `runs` (the user's ordinal and the run's first id; the value its last
+/// id and the sequences of the attempt, the answer and the verdicts) says the request's writes were
+/// accepted, which a reader of an entry still pending, with no event noted, puts back on it.
+func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int, acceptedAsRuns: Bool = false) {
     let user = Array("alice".utf8) + [0]
     let entry = [UInt8](repeating: 4, count: chainedEntrySize)
     var sequence = UInt64(count)
@@ -284,37 +289,15 @@ func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
             // The records of the batch's writes: in order after a bulk enqueue, so one cursor reads them.
             txn.readInOrder(.log, ids.map { bigEndian($0) })
             let attempt = sequence + 1
-            sequence += 2
-            txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 4 * ids.count))
-            txn.put(.log, id: sequence, [UInt8](repeating: 7, count: 14 + 2 * ids.count))
-            txn.rewrite(.writes, from: chainedKey(next), count: ids.count, entry)
-            txn.put(.meta, Array("counters:".utf8) + user, [0, 0, 0, UInt8(ids.count), 0, 0, 0, 0, 1], append: false)
-            txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
-            next += UInt64(ids.count)
-        }
-    }
-}
-
-/// The floor of a drain on the chained layout whose accepted writes are recorded as runs: as
-/// `chainedFloorDrain`, but a request whose writes are all accepted rewrites none of their entries. It
-/// puts one key in `runs` (the user's ordinal and the run's first id; the value its last id and the
-/// sequences of the attempt, the answer and the verdicts), which a reader of an entry still pending,
-/// with no event noted, overlays on it. The entries' pages are then not touched by the drain.
-func runsFloorDrain(_ env: RawEnvironment, count: Int, batch: Int) {
-    let user = Array("alice".utf8) + [0]
-    var sequence = UInt64(count)
-    var next: UInt64 = 1
-    while next <= UInt64(count) {
-        env.write(withoutMetaSync: true) { txn in
-            let keys = txn.read(.writes, from: chainedKey(next), count: batch)
-            let ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
-            txn.readInOrder(.log, ids.map { bigEndian($0) })
-            let attempt = sequence + 1
-            sequence += 3
+            sequence += acceptedAsRuns ? 3 : 2
             txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 4 * ids.count))
             txn.put(.log, id: attempt + 1, [UInt8](repeating: 7, count: 14 + 2 * ids.count))
-            txn.put(.log, id: sequence, [UInt8](repeating: 8, count: 8))
-            txn.put(.runs, chainedKey(ids[0]), bigEndian(ids[ids.count - 1]) + bigEndian(attempt) + [1, 2], append: true)
+            if acceptedAsRuns {
+                txn.put(.log, id: sequence, [UInt8](repeating: 8, count: 8))
+                txn.put(.runs, chainedKey(ids[0]), bigEndian(ids[ids.count - 1]) + bigEndian(attempt) + [1, 2], append: true)
+            } else {
+                txn.rewrite(.writes, from: chainedKey(next), count: ids.count, entry)
+            }
             txn.put(.meta, Array("counters:".utf8) + user, [0, 0, 0, UInt8(ids.count), 0, 0, 0, 0, 1], append: false)
             txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
             next += UInt64(ids.count)

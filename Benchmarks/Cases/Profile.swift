@@ -29,7 +29,9 @@ enum ProfileCase: BenchmarkCase {
             if filter.hasPrefix("profile-floor-chained") {
                 let env = chainedFloorEnqueue(path: path, records: records)
                 if filter == "profile-floor-chained-drain" { chainedFloorDrain(env, count: records.count, batch: 100) }
-                if filter == "profile-floor-chained-runs-drain" { runsFloorDrain(env, count: records.count, batch: 100) }
+                if filter == "profile-floor-chained-runs-drain" {
+                    chainedFloorDrain(env, count: records.count, batch: 100, acceptedAsRuns: true)
+                }
             } else if filter != "profile-floor-none" {
                 let env = floorEnqueue(path: path, records: records)
                 if filter == "profile-floor-drain" { floorDrain(env, count: records.count, batch: 100) }
