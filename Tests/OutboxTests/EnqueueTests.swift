@@ -196,6 +196,39 @@ import Testing
         }
     }
 
+    // R2.3: concurrent enqueuers resumed by one commit come back with their next writes one by one;
+    // the next commit waits for them (within `callersWaitMicroseconds` of the last), so each flush
+    // carries all of them, not the few that came first. The wait is lengthened and the callers come
+    // back one at a time, each seen waiting before the next: without the wait each would commit alone.
+    @Test func enqueuersResumedByOneCommitShareTheNext() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let committer = client.log.committer
+            committer.callersWaitMicroseconds = 60_000_000
+            client.log.suspendWriter()
+            let first = (0..<4).map { index in Task { try await client.enqueue(todo(Int64(index))) } }
+            while committer.waitingCount < 4 { await Task.yield() }
+            let before = client.log.environment.commitCount
+            client.log.resumeWriter()
+            for task in first { _ = try await task.value }
+            #expect(client.log.environment.commitCount - before == 1)
+
+            var again: [Task<WriteID, any Error>] = []
+            for index in 4..<8 {
+                // The commit of these four is not to make the next wait as long.
+                if index == 7 { committer.callersWaitMicroseconds = 0 }
+                again.append(Task { try await client.enqueue(todo(Int64(index))) })
+                // Seen waiting: the writer holds the ones that came for the others it expects.
+                while committer.waitingCount < again.count && client.log.environment.commitCount == before + 1 {
+                    await Task.yield()
+                }
+            }
+            for task in again { _ = try await task.value }
+            #expect(client.log.environment.commitCount - before == 2, "the four came back to one commit")
+            #expect(try await client.queue.all().count == 8)
+        }
+    }
+
     // One job of a group that fails validation fails alone.
     @Test func aRefusedEnqueueDoesNotFailItsGroup() async throws {
         try await TemporaryFolder.with { path in

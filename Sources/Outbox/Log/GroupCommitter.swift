@@ -4,7 +4,9 @@ internal import Synchronization
 
 /// Runs every write of the log on one serial queue, and lets callers share commits: jobs that arrive
 /// while a commit is in flight are run together in the next transaction, so 16 concurrent enqueues cost
-/// far fewer than 16 flushes (R2.3).
+/// far fewer than 16 flushes (R2.3). After a transaction of several enqueues, the next waits a moment
+/// for their callers to come back with their next writes (`awaitCallers`), so that concurrent
+/// enqueuers share one flush rather than two halves of them taking turns.
 ///
 /// What follows a commit (the observer that refreshes the status and feeds the events stream, then each
 /// job's completion) runs before the next transaction, in commit order, so a caller that
@@ -49,7 +51,25 @@ package final class GroupCommitter: Sendable {
         var drainScheduled = false
         /// Held by `suspend()`: jobs wait, and no transaction starts, until `resume()`.
         var suspended = false
+        /// When the last transaction held only enqueues: how many jobs the next one may expect, those
+        /// that waited as it committed and one for each of its callers, resumed, and until when
+        /// (`awaitCallers`).
+        var expected = 0
+        var expectedUntil = DispatchTime(uptimeNanoseconds: 0)
+        /// While the writer waits for them: how many jobs end the wait, and whether they came.
+        var awaited: Int?
+        var arrived = false
+        var callersWaitMicroseconds = 150
     }
+
+    /// How long after a transaction of several enqueues the writer waits for their callers to come
+    /// back with their next writes (tests lengthen it, to see who waits for whom without a race).
+    package var callersWaitMicroseconds: Int {
+        get { state.withLock { $0.callersWaitMicroseconds } }
+        set { state.withLock { $0.callersWaitMicroseconds = newValue } }
+    }
+    /// Wakes the writer when the jobs it waits for have come.
+    private let callersCame = DispatchSemaphore(value: 0)
 
     private let queue = DispatchQueue(label: "outbox.log-writer")
     /// Runs a task's code on the writer's queue, between its transactions (a pass: `executor`).
@@ -101,11 +121,44 @@ package final class GroupCommitter: Sendable {
     }
 
     func submit(_ job: Job, to log: EventLog, complete: @escaping @Sendable (Result<any Sendable, any Error>) -> Void) {
-        let schedule = state.withLock { state -> Bool in
+        let (schedule, wake) = state.withLock { state -> (Bool, Bool) in
             state.jobs.append((job, complete))
-            return Self.claimDrain(&state)
+            var wake = false
+            if let awaited = state.awaited, !state.arrived, state.jobs.count >= awaited || !job.isEnqueue {
+                state.arrived = true
+                wake = true
+            }
+            return (Self.claimDrain(&state), wake)
         }
+        if wake { callersCame.signal() }
         if schedule { queue.async { self.drain(log) } }
+    }
+
+    /// Before a transaction of enqueues only, while the callers the last one resumed (all enqueuers)
+    /// are not back: waits for them, until `callersWaitMicroseconds` after that transaction, so that
+    /// the transaction holds their next writes too. Concurrent enqueuers otherwise fall into two
+    /// halves, one committing while the other, just resumed, makes its next writes; each flush then
+    /// carries half of them (R2.3). A lone enqueuer, or a transaction with any other job (a pass's),
+    /// never waits, and a job that is not an enqueue ends the wait.
+    private func awaitCallers() {
+        let until = state.withLock { state -> DispatchTime? in
+            let expected = state.expected
+            state.expected = 0
+            guard expected > state.jobs.count, .now() < state.expectedUntil, !state.suspended,
+                state.jobs.allSatisfy({ $0.job.isEnqueue })
+            else { return nil }
+            state.awaited = expected
+            state.arrived = false
+            return state.expectedUntil
+        }
+        guard let until else { return }
+        let woken = callersCame.wait(timeout: until) == .success
+        let signalled = state.withLock { state -> Bool in
+            state.awaited = nil
+            return state.arrived
+        }
+        // A signal sent as the wait timed out is taken back, so that the next wait waits.
+        if signalled && !woken { callersCame.wait() }
     }
 
     /// Whether the caller is to schedule a drain (then marked scheduled): jobs wait, the writer is not
@@ -117,6 +170,7 @@ package final class GroupCommitter: Sendable {
     }
 
     private func drain(_ log: EventLog) {
+        awaitCallers()
         let submitted = state.withLock { state -> [Submitted] in
             if state.suspended {
                 state.drainScheduled = false
@@ -162,6 +216,13 @@ package final class GroupCommitter: Sendable {
         }
         for job in jobs where job.isEnqueue { log.crashPlan?.pass(.enqueueAfterCommit) }
         let commit = EventLog.Commit(transaction: transaction, isAlone: jobs.count == 1)
+        // Several enqueuers at once: the next transaction may wait for them to come back.
+        if jobs.count > 1, jobs.allSatisfy(\.isEnqueue) {
+            state.withLock { state in
+                state.expected = state.jobs.count + jobs.count
+                state.expectedUntil = .now() + .microseconds(state.callersWaitMicroseconds)
+            }
+        }
         notifications.sync { [committed, results] in
             if !committed.isEmpty { log.didCommit(committed) }
             for ((job, complete), result) in zip(submitted, results) {
