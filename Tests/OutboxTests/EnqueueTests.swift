@@ -229,6 +229,32 @@ import Testing
         }
     }
 
+    // R2.3 under the wait for resumed callers, as the writer meets it: eight tasks enqueueing in a loop,
+    // callers coming back or not (the loops end one by one); every write is committed once, in its
+    // task's order, and the projections equal a rebuild.
+    @Test func enqueuersInLoopsLoseNothingWhileTheWriterWaitsForThem() async throws {
+        try await TemporaryFolder.with { path in
+            let client = try await openClient(path)
+            let ids = try await withThrowingTaskGroup(of: [WriteID].self) { group in
+                for task in 0..<8 {
+                    group.addTask {
+                        var ids: [WriteID] = []
+                        for index in 0..<(20 + 10 * task) {
+                            ids.append(try await client.enqueue(todo(Int64(task * 1000 + index))))
+                        }
+                        return ids
+                    }
+                }
+                return try await group.reduce(into: [[WriteID]]()) { $0.append($1) }
+            }
+            for taskIDs in ids { #expect(taskIDs == taskIDs.sorted(), "a task's writes take ids in its order") }
+            #expect(Set(ids.joined()).count == 20 * 8 + 10 * 28)
+            #expect(try await client.queue.all().count == 20 * 8 + 10 * 28)
+            #expect(client.log.environment.commitCount < 20 * 8 + 10 * 28, "they shared commits")
+            #expect(try await client.verify().isOK)
+        }
+    }
+
     // One job of a group that fails validation fails alone.
     @Test func aRefusedEnqueueDoesNotFailItsGroup() async throws {
         try await TemporaryFolder.with { path in
