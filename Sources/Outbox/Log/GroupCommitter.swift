@@ -56,9 +56,8 @@ package final class GroupCommitter: Sendable {
         /// (`awaitCallers`).
         var expected = 0
         var expectedUntil = DispatchTime(uptimeNanoseconds: 0)
-        /// While the writer waits for them: how many jobs end the wait, and whether they came.
+        /// While the writer waits for them: how many jobs end the wait (nil again once they came).
         var awaited: Int?
-        var arrived = false
         var callersWaitMicroseconds = 150
     }
 
@@ -124,8 +123,8 @@ package final class GroupCommitter: Sendable {
         let (schedule, wake) = state.withLock { state -> (Bool, Bool) in
             state.jobs.append((job, complete))
             var wake = false
-            if let awaited = state.awaited, !state.arrived, state.jobs.count >= awaited || !job.isEnqueue {
-                state.arrived = true
+            if let awaited = state.awaited, state.jobs.count >= awaited || !job.isEnqueue {
+                state.awaited = nil
                 wake = true
             }
             return (Self.claimDrain(&state), wake)
@@ -148,14 +147,13 @@ package final class GroupCommitter: Sendable {
                 state.jobs.allSatisfy({ $0.job.isEnqueue })
             else { return nil }
             state.awaited = expected
-            state.arrived = false
             return state.expectedUntil
         }
         guard let until else { return }
         let woken = callersCame.wait(timeout: until) == .success
         let signalled = state.withLock { state -> Bool in
-            state.awaited = nil
-            return state.arrived
+            defer { state.awaited = nil }
+            return state.awaited == nil
         }
         // A signal sent as the wait timed out is taken back, so that the next wait waits.
         if signalled && !woken { callersCame.wait() }
