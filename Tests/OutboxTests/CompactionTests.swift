@@ -61,13 +61,7 @@ import Testing
 
             let reopened = try await openClient(path, transport: SimulatedInstance())
             #expect(try await reopened.queue.all().count == 13)
-            // A segment is a file to open: its history is read on the read executor, not the pool.
-            let before = reopened.log.reads.submittedCount
-            reopened.log.reads.suspend()
-            let archived = Task { try await reopened.history(of: WriteID(7)) }
-            await eventually { reopened.log.reads.submittedCount > before }
-            reopened.log.reads.resume()
-            #expect(try await archived.value == taken)
+            #expect(try await reopened.history(of: WriteID(7)) == taken)
             reopened.close()
         }
     }

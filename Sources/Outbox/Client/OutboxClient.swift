@@ -273,17 +273,12 @@ public final class OutboxClient: Sendable {
 
     /// Every event that touched write `id`, in order, read from an index: the current user's
     /// writes only. Throws `.notFound` for an id the log never held and for another user's write (the
-    /// `outbox` tool reads every user's, for audits). The few pages that hold a write's events are read
-    /// on the caller's thread; a history a compaction moved to the archive, off Swift's pool.
+    /// `outbox` tool reads every user's, for audits).
     public func history(of id: WriteID) async throws -> [RecordedEvent] {
         try checkOpen()
         let user = try owner()
         let log = self.log
-        let events =
-            switch try log.liveHistory(of: id) {
-            case .events(let events): events
-            case .archived(let compaction): try await log.reads.run { try log.archivedHistory(of: id, compaction) }
-            }
+        let events = try await log.reads.run { try log.history(of: id) }
         guard case .writeQueued(let queued)? = events.first?.event, queued.user == user else { throw OutboxError.notFound(id) }
         return events
     }

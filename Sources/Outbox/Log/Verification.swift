@@ -177,23 +177,7 @@ extension EventLog {
     /// archive for a write whose history a compaction moved there, or `.archived` when its segment
     /// is not present.
     package func history(of id: WriteID) throws -> [RecordedEvent] {
-        switch try liveHistory(of: id) {
-        case .events(let events): events
-        case .archived(let compaction): try archivedHistory(of: id, compaction)
-        }
-    }
-
-    /// Where the events of a write are: in the log (none for a write it never held), or, as far as
-    /// the log knows, in the archive of its last compaction.
-    enum HistoryPlace {
-        case events([RecordedEvent])
-        case archived(Compaction)
-    }
-
-    /// The events of write `id` the log itself holds, read from a handful of pages whatever the log's
-    /// length: its entry, its history index keys and the records they name.
-    func liveHistory(of id: WriteID) throws -> HistoryPlace {
-        try read { reader in
+        let (events, compaction) = try read { reader -> ([RecordedEvent], Compaction?) in
             let events = try reader.historySequences(of: id).map { sequence in
                 guard let event = try reader.record(sequence) else {
                     throw OutboxError.damaged(
@@ -202,14 +186,9 @@ extension EventLog {
                 }
                 return event
             }
-            guard events.isEmpty, let compaction = try reader.compaction() else { return .events(events) }
-            return .archived(compaction)
+            return (events, events.isEmpty ? try reader.compaction() : nil)
         }
-    }
-
-    /// The events of write `id` from the archive's segments that may hold it (opening each), none
-    /// when no segment holds it; `.archived` when one that may hold it is not present.
-    func archivedHistory(of id: WriteID, _ compaction: Compaction) throws -> [RecordedEvent] {
+        guard events.isEmpty, let compaction else { return events }
         var absent: ArchiveSegment?
         for segment in compaction.segments(holding: id) {
             guard archive.holds(segment) else {
