@@ -60,10 +60,10 @@ enum ReadingCase: BenchmarkCase {
                     let ids = { (0..<1000).map { _ in WriteID(UInt64.random(in: 1...UInt64(count), using: &random)) } }
                     // The call an app makes, first just after the open (the log's pages untouched by this
                     // process: on this machine a page of the file cache idle for a while costs up to
-                    // milliseconds to touch first), then again; its reads on the caller's thread (what
+                    // milliseconds to touch first), then again; its reads alone, on this thread (what
                     // grows with the log); and the read executor's round trip with no read (what the call
-                    // would add to its reads there). Each over other random writes, so that the pages of
-                    // one do not serve the next.
+                    // adds to them: it reads off Swift's pool). Each over other random writes, so that the
+                    // pages of one do not serve the next.
                     let first = try await latencies(ids()) { _ = try await client.history(of: $0) }
                     let api = try await latencies(ids()) { _ = try await client.history(of: $0) }
                     let alone = try await latencies(ids()) { _ = try client.log.history(of: $0) }
