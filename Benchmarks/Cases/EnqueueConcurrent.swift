@@ -43,18 +43,7 @@ enum EnqueueConcurrentCase: BenchmarkCase {
         let engine = MeasuredSide(
             { temporaryPath() },
             { path in
-                withClient(path) { client in
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        for task in 0..<16 {
-                            group.addTask {
-                                for write in stride(from: task, to: all.count, by: 16).map({ all[$0] }) {
-                                    try await client.enqueue(write)
-                                }
-                            }
-                        }
-                        try await group.waitForAll()
-                    }
-                }
+                withClient(path) { client in try await enqueueConcurrently(all, client: client) }
             }, tearDown: removing)
         let peer = peerSide { peer in
             DispatchQueue.concurrentPerform(iterations: 16) { task in
@@ -67,5 +56,19 @@ enum EnqueueConcurrentCase: BenchmarkCase {
         report(
             "2. durable enqueue, 16 concurrent tasks", size: size, measured,
             baselines: ["SQLite peer, same load", "SQLite peer grouping 16 a transaction"])
+    }
+}
+
+/// Enqueues `all` from 16 tasks at once, each its share (every 16th write) one at a time, durably.
+func enqueueConcurrently(_ all: [Write], client: OutboxClient) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for task in 0..<16 {
+            group.addTask {
+                for write in stride(from: task, to: all.count, by: 16).map({ all[$0] }) {
+                    try await client.enqueue(write)
+                }
+            }
+        }
+        try await group.waitForAll()
     }
 }
