@@ -11,7 +11,12 @@ final class RawEnvironment {
     /// By `RawTable.rawValue`, so a put finds its database by index, not by hashing a name.
     private var dbis = Array(repeating: MDB_dbi(), count: RawTable.allCases.count)
 
-    init(path: String, tables: [RawTable]) {
+    /// With `oneTree`, every table's keys go in one database, each after its table's byte (the
+    /// tables' ranges in one B-tree), and the floor only puts.
+    private let oneTree: Bool
+
+    init(path: String, tables: [RawTable], oneTree: Bool = false) {
+        self.oneTree = oneTree
         mdb_env_create(&env)
         mdb_env_set_mapsize(env, 8 << 30)
         mdb_env_set_maxdbs(env, MDB_dbi(tables.count))
@@ -19,13 +24,13 @@ final class RawEnvironment {
         guard mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600) == 0 else { fatalError("raw open") }
         var opened = dbis
         write { txn in
-            for table in tables {
+            for table in oneTree ? [.log] : tables {
                 var dbi = MDB_dbi()
-                precondition(mdb_dbi_open(txn.handle, "\(table)", UInt32(MDB_CREATE), &dbi) == 0)
+                precondition(mdb_dbi_open(txn.handle, oneTree ? "tables" : "\(table)", UInt32(MDB_CREATE), &dbi) == 0)
                 opened[table.rawValue] = dbi
             }
         }
-        dbis = opened
+        dbis = oneTree ? Array(repeating: opened[RawTable.log.rawValue], count: opened.count) : opened
     }
 
     deinit { mdb_env_close(env) }
@@ -34,7 +39,7 @@ final class RawEnvironment {
     func write(withoutMetaSync: Bool = false, _ body: (RawTransaction) -> Void) {
         var txn: OpaquePointer?
         precondition(mdb_txn_begin(env, nil, 0, &txn) == 0)
-        body(RawTransaction(handle: txn!, dbis: dbis))
+        body(RawTransaction(handle: txn!, dbis: dbis, oneTree: oneTree))
         if withoutMetaSync { mdb_env_set_flags(env, UInt32(MDB_NOMETASYNC), 1) }
         precondition(mdb_txn_commit(txn) == 0)
         if withoutMetaSync { mdb_env_set_flags(env, UInt32(MDB_NOMETASYNC), 0) }
@@ -49,8 +54,19 @@ enum RawTable: Int, CaseIterable {
 struct RawTransaction {
     let handle: OpaquePointer
     let dbis: [MDB_dbi]
+    /// Every table in one database, its keys after the table's byte (`RawEnvironment(oneTree:)`).
+    var oneTree = false
 
     func put(_ db: RawTable, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, append: Bool) {
+        guard !oneTree else {
+            // A range of the one tree is not its last: no appending.
+            let prefixed = [UInt8(db.rawValue)] + key
+            return prefixed.withUnsafeBytes { key in
+                var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+                var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+                precondition(mdb_put(handle, dbis[db.rawValue], &k, &v, 0) == 0, "put \(db)")
+            }
+        }
         var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
         var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
         precondition(mdb_put(handle, dbis[db.rawValue], &k, &v, append ? UInt32(MDB_APPEND) : 0) == 0, "put \(db)")
@@ -66,7 +82,8 @@ struct RawTransaction {
 
     /// The size of the value under `key`, read (0 when there is none).
     func get(_ db: RawTable, _ key: [UInt8]) -> Int {
-        key.withUnsafeBytes { raw in
+        precondition(!oneTree, "the one-tree floor only puts")
+        return key.withUnsafeBytes { raw in
             var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
             var v = MDB_val()
             guard mdb_get(handle, dbis[db.rawValue], &k, &v) == 0 else { return 0 }
@@ -77,6 +94,7 @@ struct RawTransaction {
     func get(_ db: RawTable, id: UInt64) -> Int { get(db, withUnsafeBytes(of: id.bigEndian) { Array($0) }) }
 
     func delete(_ db: RawTable, _ key: [UInt8]) {
+        precondition(!oneTree, "the one-tree floor only puts")
         key.withUnsafeBytes { raw in
             var k = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
             precondition(mdb_del(handle, dbis[db.rawValue], &k, nil) == 0, "del \(db)")
@@ -85,6 +103,7 @@ struct RawTransaction {
 
     /// Reads up to `count` entries from `start` by cursor (each value's bytes touched); their keys.
     func read(_ db: RawTable, from start: [UInt8], count: Int) -> [[UInt8]] {
+        precondition(!oneTree, "the one-tree floor only puts")
         var cursor: OpaquePointer?
         precondition(mdb_cursor_open(handle, dbis[db.rawValue], &cursor) == 0)
         defer { mdb_cursor_close(cursor) }
@@ -243,9 +262,12 @@ let chainedEntrySize = 52
 /// The floor of a bulk enqueue on the chained layout: per write its `writeQueued` record, its entry
 /// (list membership is the entry's state: no pending key) and its row's slot; per transaction the
 /// user's counters (with the low-water mark) and two meta values. `perTransaction` writes a commit,
-/// each flushed as an enqueue's is.
-func chainedFloorEnqueue(path: String, records: [[UInt8]], perTransaction: Int = 1000) -> RawEnvironment {
-    let env = RawEnvironment(path: path, tables: RawTable.allCases)
+/// each flushed as an enqueue's is. With `oneTree`, the same puts in one B-tree (each table's keys
+/// after its byte): fewer pages a commit (one tree's branches and one database's record, not four).
+func chainedFloorEnqueue(path: String, records: [[UInt8]], perTransaction: Int = 1000, oneTree: Bool = false)
+    -> RawEnvironment
+{
+    let env = RawEnvironment(path: path, tables: RawTable.allCases, oneTree: oneTree)
     let entry = [UInt8](repeating: 3, count: chainedEntrySize)
     let user = Array("alice".utf8) + [0]
     env.write(records.count, perTransaction: perTransaction) { txn, range in

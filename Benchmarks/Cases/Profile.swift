@@ -13,8 +13,9 @@ import Synchronization
 /// `profile-floor-enqueue` and `profile-floor-drain` do the layout floors' work for the same writes
 /// instead (`profile-floor-none` only makes their records), `profile-floor-chained-enqueue` and
 /// `profile-floor-chained-drain` the chained layout's floors (decision 012), `profile-floor-chained-runs-drain` its
-/// drain with accepted writes recorded as runs; `profile-enqueue-concurrent` enqueues them from 16 tasks
-/// at once, each write durable (row 2's engine side alone, for `perf trace -s`). Under callgrind the differences of the
+/// drain with accepted writes recorded as runs; `profile-enqueue-durable` enqueues them one at a time,
+/// each durable (row 1's engine side alone), `profile-enqueue-concurrent` from 16 tasks at once (row
+/// 2's). Under callgrind the differences of the
 /// totals are the instructions per write, whole (Specs/decisions/010):
 ///   valgrind --tool=callgrind --callgrind-out-file=/dev/null .build/release/outbox-benchmarks --size 20000 profile-enqueue
 enum ProfileCase: BenchmarkCase {
@@ -41,8 +42,15 @@ enum ProfileCase: BenchmarkCase {
             print("profile: \(filter), \(values.count) writes")
             exit(0)
         }
-        if filter == "profile-enqueue-concurrent" {
-            withClient(path) { client in try await enqueueConcurrently(writes(from: values), client: client) }
+        if filter == "profile-enqueue-concurrent" || filter == "profile-enqueue-durable" {
+            let all = writes(from: values)
+            withClient(path) { client in
+                if filter == "profile-enqueue-durable" {
+                    for write in all { try await client.enqueue(write) }
+                } else {
+                    try await enqueueConcurrently(all, client: client)
+                }
+            }
             removing(path)
             print("profile: \(filter), \(values.count) writes")
             exit(0)
