@@ -19,7 +19,6 @@ let cases: [any BenchmarkCase.Type] = [
     BulkEnqueueCase.self,
     DrainCase.self,
     ChainedFloorsCase.self,
-    DurableFloorsCase.self,
     RejectedBacklogCase.self,
     AtomicGroupCase.self,
     PostgRESTCase.self,

@@ -57,37 +57,3 @@ enum ChainedFloorsCase: BenchmarkCase {
             baseline: "raw LMDB drain", drain[3].figure, ratio: drain[3].ratio / drain[2].ratio)
     }
 }
-
-/// The durable single enqueue (row 1) on the engine, on the chained layout's floor, and on that floor
-/// with every table in one B-tree, each a commit a write, against raw LMDB's one durable put a
-/// commit, interleaved: how much of row 1's distance to raw LMDB the pages of four databases make.
-enum DurableFloorsCase: BenchmarkCase {
-    static func isSelected() -> Bool { options.filter == "floors-durable" }
-
-    static func run() throws {
-        let size = options.quick ? 200 : 10_000
-        let all = writes(size)
-        let records = sampleRecords(size)
-        let measured = try interleaved([
-            MeasuredSide({ temporaryPath() }, { rawAppend(path: $0, records: records, perTransaction: 1) }, tearDown: removing),
-            MeasuredSide(
-                { temporaryPath() },
-                { path in withClient(path) { client in for write in all { try await client.enqueue(write) } } },
-                tearDown: removing),
-            MeasuredSide(
-                { temporaryPath() }, { _ = chainedFloorEnqueue(path: $0, records: records, perTransaction: 1) },
-                tearDown: removing),
-            MeasuredSide(
-                { temporaryPath() },
-                { _ = chainedFloorEnqueue(path: $0, records: records, perTransaction: 1, oneTree: true) },
-                tearDown: removing),
-        ])
-        // Each side's ratio is raw LMDB's time over its own, round by round: its inverse is the side's
-        // time over raw LMDB's.
-        for (index, name) in ["the engine", "the chained floor", "the chained floor in one tree"].enumerated() {
-            report(
-                "floors-durable: durable enqueue, one at a time, \(name)", size: size, measured[index + 1].figure,
-                baseline: "raw LMDB, one durable put a commit", measured[0].figure, ratio: 1 / measured[index + 1].ratio)
-        }
-    }
-}
