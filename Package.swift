@@ -71,7 +71,7 @@ let package = Package(
                 "Outbox", "OutboxHTTP", "OutboxLMDB", "OutboxProcess", "OutboxTesting", "COutboxLMDB", "COutboxSQLite",
             ],
             path: "Benchmarks"),
-        .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB"]),
+        .testTarget(name: "OutboxLMDBTests", dependencies: ["OutboxLMDB", "COutboxLMDB"]),
         .testTarget(
             name: "OutboxTests", dependencies: ["Outbox", "OutboxLMDB", "OutboxTesting"], exclude: ["Golden", "Fixtures"]),
         .testTarget(name: "OutboxHTTPTests", dependencies: ["OutboxHTTP", "Outbox", "OutboxProcess", "OutboxTesting"]),

@@ -3,6 +3,7 @@
 // LMDB's and what is the engine's own.
 import COutboxLMDB
 import Foundation
+import OutboxTesting
 
 /// An LMDB environment through the C API, as the baselines use it: data flushed at every commit, as
 /// the engine's `.full` durability does.
@@ -14,14 +15,18 @@ final class RawEnvironment {
     /// With `oneTree`, every table's keys go in one database, each after its table's byte (the
     /// tables' ranges in one B-tree), and the floor only puts.
     private let oneTree: Bool
+    /// The journal in front of it, when its commits flush nothing (`JournalFloors.swift`).
+    var journal: Journal?
 
-    init(path: String, tables: [RawTable], oneTree: Bool = false) {
+    /// With `noSync`, commits write LMDB's pages and flush nothing (`MDB_NOSYNC`): `flush()` does.
+    init(path: String, tables: [RawTable], oneTree: Bool = false, noSync: Bool = false) {
         self.oneTree = oneTree
         mdb_env_create(&env)
         mdb_env_set_mapsize(env, 8 << 30)
         mdb_env_set_maxdbs(env, MDB_dbi(tables.count))
         mkdir(path, 0o700)
-        guard mdb_env_open(env, path, UInt32(MDB_NOTLS), 0o600) == 0 else { fatalError("raw open") }
+        let flags = UInt32(MDB_NOTLS) | (noSync ? UInt32(MDB_NOSYNC) : 0)
+        guard mdb_env_open(env, path, flags, 0o600) == 0 else { fatalError("raw open") }
         var opened = dbis
         write { txn in
             for table in oneTree ? [.log] : tables {
@@ -33,7 +38,27 @@ final class RawEnvironment {
         dbis = oneTree ? Array(repeating: opened[RawTable.log.rawValue], count: opened.count) : opened
     }
 
-    deinit { mdb_env_close(env) }
+    /// A read transaction on the last checkpoint's snapshot (`pinSnapshot`).
+    private var pinned: OpaquePointer?
+
+    deinit {
+        if let pinned { mdb_txn_abort(pinned) }
+        mdb_env_close(env)
+    }
+
+    /// Flushes every commit so far, data and meta pages (`mdb_env_sync`, forced).
+    func flush() { precondition(mdb_env_sync(env, 1) == 0, "mdb_env_sync") }
+
+    /// Holds a read transaction on the last commit (moved here from the one held before), so that
+    /// LMDB reuses none of that snapshot's pages while it is held.
+    func pinSnapshot() {
+        if let pinned {
+            mdb_txn_reset(pinned)
+            precondition(mdb_txn_renew(pinned) == 0, "mdb_txn_renew")
+        } else {
+            precondition(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &pinned) == 0, "pin")
+        }
+    }
 
     /// One write transaction; with `withoutMetaSync`, committed as the engine commits a pass.
     func write(withoutMetaSync: Bool = false, _ body: (RawTransaction) -> Void) {
@@ -126,11 +151,15 @@ func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian
 extension RawEnvironment {
     /// Writes `count` items `perTransaction` a transaction (each commit flushed as an enqueue's is):
     /// `body` puts the items of `range`.
-    func write(_ count: Int, perTransaction: Int, _ body: (RawTransaction, Range<Int>) -> Void) {
+    func write(
+        _ count: Int, perTransaction: Int, _ body: (RawTransaction, Range<Int>) -> Void,
+        afterCommit: (Range<Int>) -> Void = { _ in }
+    ) {
         var index = 0
         while index < count {
             let range = index..<min(index + perTransaction, count)
             write { txn in body(txn, range) }
+            afterCommit(range)
             index = range.upperBound
         }
     }
@@ -261,23 +290,39 @@ let chainedEntrySize = 52
 /// user's counters (with the low-water mark) and two meta values. `perTransaction` writes a commit,
 /// each flushed as an enqueue's is. With `oneTree`, the same puts in one B-tree (each table's keys
 /// after its byte): one database's record a commit, not four (decision 012: measured no faster).
-func chainedFloorEnqueue(path: String, records: [[UInt8]], perTransaction: Int = 1000, oneTree: Bool = false)
-    -> RawEnvironment
-{
-    let env = RawEnvironment(path: path, tables: RawTable.allCases, oneTree: oneTree)
+/// With `randomRows`, each write's row key is a random UUID string's (a UUIDv4 key's), as the engine
+/// keys `{"id": "…"}`. With `journaled`, LMDB's commits flush nothing and each commit's records go
+/// to a journal in front of it (`Journal`, decision 016), flushed there; the floor then ends with a
+/// checkpoint, so its time includes flushing LMDB's pages once.
+func chainedFloorEnqueue(
+    path: String, records: [[UInt8]], perTransaction: Int = 1000, oneTree: Bool = false, randomRows: Bool = false,
+    journaled: Bool = false
+) -> RawEnvironment {
+    let env = RawEnvironment(path: path, tables: RawTable.allCases, oneTree: oneTree, noSync: journaled)
+    let journal = journaled ? Journal(path: path + "/journal", dataPath: path + "/data.mdb") : nil
+    env.journal = journal
+    journal?.checkpoint(env)
     let entry = [UInt8](repeating: 3, count: chainedEntrySize)
     let user = Array("alice".utf8) + [0]
+    var random = SplitMix64(seed: 25)
     env.write(records.count, perTransaction: perTransaction) { txn, range in
         for offset in range {
             let id = UInt64(offset + 1)
             txn.put(.log, id: id, records[offset])
             txn.put(.writes, chainedKey(id), entry, append: true)
-            txn.putRowSlot(offset)
+            if randomRows {
+                txn.put(.rows, bigEndian(0xF9EC_8866_2056_F13F) + [3] + randomUUIDString(&random), [1, 1], append: false)
+            } else {
+                txn.putRowSlot(offset)
+            }
         }
         let end = range.upperBound
         txn.put(.meta, Array("counters:".utf8) + user, [UInt8(end % 128), 0, 0, 0, 0, 0, 0, 0, 1], append: false)
         txn.putEnqueueMeta(end)
+    } afterCommit: { range in
+        journal?.append(records[range], first: UInt64(range.lowerBound + 1), checkpointing: env)
     }
+    journal?.checkpoint(env)
     return env
 }
 
@@ -302,6 +347,8 @@ func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int, acceptedAs
     var sequence = UInt64(count)
     var next: UInt64 = 1
     while next <= UInt64(count) {
+        var appended: [[UInt8]] = []
+        let first = sequence + 1
         env.write(withoutMetaSync: true) { txn in
             let keys = txn.read(.writes, from: chainedKey(next), count: batch)
             let ids = keys.map { key in key.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
@@ -309,10 +356,10 @@ func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int, acceptedAs
             txn.readInOrder(.log, ids.map { bigEndian($0) })
             let attempt = sequence + 1
             sequence += acceptedAsRuns ? 3 : 2
-            txn.put(.log, id: attempt, [UInt8](repeating: 6, count: 4 + 4 * ids.count))
-            txn.put(.log, id: attempt + 1, [UInt8](repeating: 7, count: 14 + 2 * ids.count))
+            appended = [[UInt8](repeating: 6, count: 4 + 4 * ids.count), [UInt8](repeating: 7, count: 14 + 2 * ids.count)]
+            if acceptedAsRuns { appended.append([UInt8](repeating: 8, count: 8)) }
+            for (offset, record) in appended.enumerated() { txn.put(.log, id: attempt + UInt64(offset), record) }
             if acceptedAsRuns {
-                txn.put(.log, id: sequence, [UInt8](repeating: 8, count: 8))
                 txn.put(.runs, chainedKey(ids[0]), bigEndian(ids[ids.count - 1]) + bigEndian(attempt) + [1, 2], append: true)
             } else {
                 txn.rewrite(.writes, from: chainedKey(next), count: ids.count, entry)
@@ -321,7 +368,9 @@ func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int, acceptedAs
             txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
             next += UInt64(ids.count)
         }
+        env.journal?.append(appended, first: first, checkpointing: env)
     }
+    env.journal?.checkpoint(env)
 }
 
 extension RawTransaction {

@@ -44,7 +44,8 @@ let options: Options = {
                               profile-drain, profile-rebuild, profile-floor-none, profile-floor-enqueue,
                               profile-floor-drain, profile-floor-chained-enqueue, profile-floor-chained-drain
                               (instruction counts under callgrind), floors (the chained layout's floors
-                              against the SQLite peer, no engine), compaction (writes through their whole
+                              against the SQLite peer, no engine), journal-floors (those floors behind a
+                              journal, decision 016, against raw LMDB and the peer), compaction (writes through their whole
                               life: enqueue, drain, take, compact; --size defaults to 10,000,000 there),
                               file-growth (raw appends into a file each commit lengthens, against a file
                               written ahead with zeros: why the engine writes ahead),

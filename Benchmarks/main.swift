@@ -19,6 +19,7 @@ let cases: [any BenchmarkCase.Type] = [
     BulkEnqueueCase.self,
     DrainCase.self,
     ChainedFloorsCase.self,
+    JournalFloorsCase.self,
     RejectedBacklogCase.self,
     AtomicGroupCase.self,
     PostgRESTCase.self,

@@ -13,7 +13,8 @@ import Synchronization
 /// `profile-floor-enqueue` and `profile-floor-drain` do the layout floors' work for the same writes
 /// instead (`profile-floor-none` only makes their records), `profile-floor-chained-enqueue` and
 /// `profile-floor-chained-drain` the chained layout's floors (decision 012), `profile-floor-chained-runs-drain` its
-/// drain with accepted writes recorded as runs; `profile-enqueue-durable` enqueues them one at a time,
+/// drain with accepted writes recorded as runs, `profile-floor-chained-durable` its enqueue a commit a
+/// write (row 1's floor, for `strace -c` or `perf trace -s` beside `profile-enqueue-durable`); `profile-enqueue-durable` enqueues them one at a time,
 /// each durable (row 1's engine side alone), `profile-enqueue-concurrent` from 16 tasks at once (row
 /// 2's). Under callgrind the differences of the
 /// totals are the instructions per write, whole (Specs/decisions/010):
@@ -29,7 +30,8 @@ enum ProfileCase: BenchmarkCase {
             // The layout floors of the same writes: their puts (and for the drain its reads), no engine code.
             let records = sampleRecords(values.count)
             if filter.hasPrefix("profile-floor-chained") {
-                let env = chainedFloorEnqueue(path: path, records: records)
+                let env = chainedFloorEnqueue(
+                    path: path, records: records, perTransaction: filter == "profile-floor-chained-durable" ? 1 : 1000)
                 if filter == "profile-floor-chained-drain" { chainedFloorDrain(env, count: records.count, batch: 100) }
                 if filter == "profile-floor-chained-runs-drain" {
                     chainedFloorDrain(env, count: records.count, batch: 100, acceptedAsRuns: true)
