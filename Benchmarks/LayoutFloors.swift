@@ -15,8 +15,8 @@ final class RawEnvironment {
     /// With `oneTree`, every table's keys go in one database, each after its table's byte (the
     /// tables' ranges in one B-tree), and the floor only puts.
     private let oneTree: Bool
-    /// The journal in front of it, when its commits flush nothing (`JournalFloors.swift`).
-    var journal: Journal?
+    /// The journal in front of it, when its commits flush nothing (`Journal.swift`).
+    var journal: FloorJournal?
 
     /// With `noSync`, commits write LMDB's pages and flush nothing (`MDB_NOSYNC`): `flush()` does.
     init(path: String, tables: [RawTable], oneTree: Bool = false, noSync: Bool = false) {
@@ -299,9 +299,9 @@ func chainedFloorEnqueue(
     journaled: Bool = false
 ) -> RawEnvironment {
     let env = RawEnvironment(path: path, tables: RawTable.allCases, oneTree: oneTree, noSync: journaled)
-    let journal = journaled ? Journal(path: path + "/journal", dataPath: path + "/data.mdb") : nil
+    let journal = journaled ? FloorJournal(path: path + "/journal", environment: env, dataPath: path + "/data.mdb") : nil
     env.journal = journal
-    journal?.checkpoint(env)
+    journal?.checkpoint()
     let entry = [UInt8](repeating: 3, count: chainedEntrySize)
     let user = Array("alice".utf8) + [0]
     var random = SplitMix64(seed: 25)
@@ -320,10 +320,16 @@ func chainedFloorEnqueue(
         txn.put(.meta, Array("counters:".utf8) + user, [UInt8(end % 128), 0, 0, 0, 0, 0, 0, 0, 1], append: false)
         txn.putEnqueueMeta(end)
     } afterCommit: { range in
-        journal?.append(records[range], first: UInt64(range.lowerBound + 1), checkpointing: env)
+        journal?.append(records[range], first: UInt64(range.lowerBound + 1))
     }
-    journal?.checkpoint(env)
+    journal?.checkpoint()
     return env
+}
+
+/// The 36 bytes of a random UUID's string (a UUIDv4 key's), lower case.
+func randomUUIDString(_ random: inout SplitMix64) -> [UInt8] {
+    var bytes = (random.next(), random.next())
+    return Array(withUnsafeBytes(of: &bytes) { UUID(uuid: $0.load(as: uuid_t.self)) }.uuidString.lowercased().utf8)
 }
 
 /// The floor of a drain on the chained layout, in batches of `batch`, over a log
@@ -368,9 +374,9 @@ func chainedFloorDrain(_ env: RawEnvironment, count: Int, batch: Int, acceptedAs
             txn.put(.meta, Array("applied".utf8), bigEndian(sequence), append: false)
             next += UInt64(ids.count)
         }
-        env.journal?.append(appended, first: first, checkpointing: env)
+        env.journal?.append(appended, first: first)
     }
-    env.journal?.checkpoint(env)
+    env.journal?.checkpoint()
 }
 
 extension RawTransaction {

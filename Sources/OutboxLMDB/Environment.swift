@@ -78,6 +78,8 @@ public final class Environment: @unchecked Sendable {
     private let knownFileEnd = Atomic<Int>(0)
     /// Set by `close`, read under `resizeLock`.
     private let isClosed = Atomic<Bool>(false)
+    /// The read transaction `holdSnapshot` holds.
+    private let heldSnapshot = Mutex<OpaquePointer?>(nil)
 
     private static let registry = Mutex<Set<String>>([])
     /// Database handles beyond the names opened: room for a write to open the databases an earlier
@@ -203,6 +205,7 @@ public final class Environment: @unchecked Sendable {
     public func close() {
         resizeLock.withExclusive {
             guard !isClosed.exchange(true, ordering: .sequentiallyConsistent) else { return }
+            releaseSnapshot()
             mdb_env_close(handle)
             if holders >= 0 { closeDescriptor(holders) }
             _ = Self.registry.withLock { $0.remove(registryKey) }
@@ -507,6 +510,7 @@ public final class Environment: @unchecked Sendable {
     private func grow() throws(LMDBError) {
         try resizeLock.withExclusive { () throws(LMDBError) in
             try checkOpen()
+            precondition(!holdsSnapshot, "the map grows while a snapshot is held: checkpoint and release it first")
             let next = mapSizeNow.withLock { $0 } * 2
             try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize", path: path)
             var info = MDB_envinfo()
@@ -524,6 +528,72 @@ public final class Environment: @unchecked Sendable {
             mapSizeNow.withLock { $0 = info.me_mapsize }
         }
     }
+
+    // MARK: - A snapshot held for a journal (decision 016)
+
+    /// Holds a read transaction on the last commit until the next call, `releaseSnapshot()` or
+    /// `close()`: LMDB reuses none of that snapshot's pages meanwhile, so once flushed it survives a
+    /// power loss whatever the disk keeps of the commits after it, its meta pages (`metaPages()`)
+    /// written back. The map must not grow while one is held.
+    package func holdSnapshot() throws(LMDBError) {
+        try resizeLock.withShared { () throws(LMDBError) in
+            try checkOpen()
+            try heldSnapshot.withLock { (held: inout OpaquePointer?) throws(LMDBError) in
+                if let held {
+                    mdb_txn_reset(held)
+                    try check(mdb_txn_renew(held), "mdb_txn_renew", path: path)
+                } else {
+                    var txn: OpaquePointer?
+                    try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin", path: path)
+                    held = txn
+                }
+            }
+        }
+    }
+
+    /// Ends the read transaction `holdSnapshot()` holds, if any.
+    package func releaseSnapshot() {
+        heldSnapshot.withLock { held in
+            if let txn = held { mdb_txn_abort(txn) }
+            held = nil
+        }
+    }
+
+    /// Whether `holdSnapshot()` holds one.
+    package var holdsSnapshot: Bool { heldSnapshot.withLock { $0 != nil } }
+
+    /// LMDB's two meta pages as the data file holds them: after `flush()`, as flushed.
+    package func metaPages() throws(LMDBError) -> [UInt8] {
+        try Self.readMetaPages(dataFile: isFolder ? path + "/data.mdb" : path, pageSize: pageSize, path: path)
+    }
+
+    /// Writes `pages` (two meta pages `metaPages()` returned) over those of the data file of the
+    /// environment at `path`, which must not be open, and flushes them: LMDB then opens the snapshot
+    /// they name.
+    package static func restoreMetaPages(_ pages: [UInt8], path: String) throws(LMDBError) {
+        var info = stat()
+        let dataFile = stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR ? path + "/data.mdb" : path
+        let fd = open(dataFile, O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw LMDBError(.system(errno, call: "open(\(dataFile))"), path: path) }
+        defer { closeDescriptor(fd) }
+        let written = pages.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        guard written == pages.count, fsync(fd) == 0 else {
+            throw LMDBError(.system(errno, call: "pwrite(\(dataFile))"), path: path)
+        }
+    }
+
+    private static func readMetaPages(dataFile: String, pageSize: Int, path: String) throws(LMDBError) -> [UInt8] {
+        let fd = open(dataFile, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw LMDBError(.system(errno, call: "open(\(dataFile))"), path: path) }
+        defer { closeDescriptor(fd) }
+        var pages = [UInt8](repeating: 0, count: 2 * pageSize)
+        let read = pages.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard read == pages.count else { throw LMDBError(.system(errno, call: "pread(\(dataFile))"), path: path) }
+        return pages
+    }
+
+    /// LMDB's page size.
+    package var lmdbPageSize: Int { pageSize }
 
     // MARK: - Paths
 

@@ -34,6 +34,10 @@ extension ByteSink {
         withUnsafeBytes(of: value.littleEndian) { raw($0) }
     }
 
+    mutating func littleEndian64(_ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { raw($0) }
+    }
+
     mutating func raw(_ data: some Collection<UInt8>) {
         if let done: Void = data.withContiguousStorageIfAvailable({ raw(UnsafeRawBufferPointer($0)) }) { return done }
         for value in data { byte(value) }
