@@ -71,7 +71,7 @@ public final class Environment: @unchecked Sendable {
     private let databases: [String: Database]
     private let mapSizeNow: Mutex<Int>
     /// LMDB's page size.
-    private let pageSize: Int
+    package let pageSize: Int
     /// Where this process takes the data file to end (`writeAhead`): where it last found or made it,
     /// or, after a write of zeros failed, where it tries again; `fstat` is asked again when the file
     /// seems near its end.
@@ -564,7 +564,14 @@ public final class Environment: @unchecked Sendable {
 
     /// LMDB's two meta pages as the data file holds them: after `flush()`, as flushed.
     package func metaPages() throws(LMDBError) -> [UInt8] {
-        try Self.readMetaPages(dataFile: isFolder ? path + "/data.mdb" : path, pageSize: pageSize, path: path)
+        let dataFile = isFolder ? path + "/data.mdb" : path
+        let fd = open(dataFile, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw LMDBError(.system(errno, call: "open(\(dataFile))"), path: path) }
+        defer { closeDescriptor(fd) }
+        var pages = [UInt8](repeating: 0, count: 2 * pageSize)
+        let read = pages.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard read == pages.count else { throw LMDBError(.system(errno, call: "pread(\(dataFile))"), path: path) }
+        return pages
     }
 
     /// Writes `pages` (two meta pages `metaPages()` returned) over those of the data file of the
@@ -581,19 +588,6 @@ public final class Environment: @unchecked Sendable {
             throw LMDBError(.system(errno, call: "pwrite(\(dataFile))"), path: path)
         }
     }
-
-    private static func readMetaPages(dataFile: String, pageSize: Int, path: String) throws(LMDBError) -> [UInt8] {
-        let fd = open(dataFile, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw LMDBError(.system(errno, call: "open(\(dataFile))"), path: path) }
-        defer { closeDescriptor(fd) }
-        var pages = [UInt8](repeating: 0, count: 2 * pageSize)
-        let read = pages.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard read == pages.count else { throw LMDBError(.system(errno, call: "pread(\(dataFile))"), path: path) }
-        return pages
-    }
-
-    /// LMDB's page size.
-    package var lmdbPageSize: Int { pageSize }
 
     // MARK: - Paths
 

@@ -134,7 +134,7 @@ import Testing
         let environment = try Environment(path: store, databases: ["t"], options: options)
         let table = environment.database("t")
         let journal = try Journal(
-            path: folder.path + "/journal", metaPagesSize: 2 * environment.lmdbPageSize, capacity: 256 << 10)
+            path: folder.path + "/journal", metaPagesSize: 2 * environment.pageSize, capacity: 256 << 10)
         var model: [UInt64: [UInt8]] = [:]
         var sequence: UInt64 = 0
         var flushed: (file: [UInt8], model: [UInt64: [UInt8]]) = ([], [:])
@@ -160,7 +160,7 @@ import Testing
             for (key, value) in changes { model[key] = value }
         }
         let later = try Self.bytes(of: store + "/data.mdb")
-        let pageSize = environment.lmdbPageSize
+        let pageSize = environment.pageSize
         let head = try #require(journal.head)
         environment.close()
 

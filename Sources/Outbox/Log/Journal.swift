@@ -115,7 +115,7 @@ package final class Journal: @unchecked Sendable {
             w.littleEndian32(UInt32(record.count))
             w.raw(record)
         }
-        w.littleEndian32(CRC32C.checksum(w.bytes))
+        w.littleEndian32(w.bytes.withUnsafeBytes { CRC32C.update(0, $0) })
         try write(w.bytes, at: end)
         guard fdatasync(descriptor) == 0 else { throw failure("cannot flush the journal") }
         end += w.bytes.count
@@ -135,7 +135,7 @@ package final class Journal: @unchecked Sendable {
         w.littleEndian64(next.sequence)
         w.littleEndian32(UInt32(metaPages.count))
         w.raw(metaPages)
-        w.littleEndian32(CRC32C.checksum(w.bytes))
+        w.littleEndian32(w.bytes.withUnsafeBytes { CRC32C.update(0, $0) })
         try write(w.bytes, at: slot * slotSize)
         guard fdatasync(descriptor) == 0 else { throw failure("cannot flush the journal") }
         head = next
