@@ -12,7 +12,7 @@ import Outbox
 /// The engine's `Journal` in front of `environment` (opened `noSync`): each commit's records appended
 /// and flushed there, LMDB's commits flushing nothing; when a commit's records do not fit, a
 /// checkpoint (LMDB flushed, its meta pages kept in the journal's head, that snapshot held by a
-/// reader) and the commits start again after the head.
+/// reader) and the commits start again after the head. LMDB's pages are 4 KB on this machine.
 final class FloorJournal {
     private let journal: Journal
     private unowned let environment: RawEnvironment

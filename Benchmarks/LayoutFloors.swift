@@ -17,6 +17,8 @@ final class RawEnvironment {
     private let oneTree: Bool
     /// The journal in front of it, when its commits flush nothing (`Journal.swift`).
     var journal: FloorJournal?
+    /// A read transaction on the last checkpoint's snapshot (`pinSnapshot`).
+    private var pinned: OpaquePointer?
 
     /// With `noSync`, commits write LMDB's pages and flush nothing (`MDB_NOSYNC`): `flush()` does.
     init(path: String, tables: [RawTable], oneTree: Bool = false, noSync: Bool = false) {
@@ -37,9 +39,6 @@ final class RawEnvironment {
         }
         dbis = oneTree ? Array(repeating: opened[RawTable.log.rawValue], count: opened.count) : opened
     }
-
-    /// A read transaction on the last checkpoint's snapshot (`pinSnapshot`).
-    private var pinned: OpaquePointer?
 
     deinit {
         if let pinned { mdb_txn_abort(pinned) }
@@ -292,8 +291,9 @@ let chainedEntrySize = 52
 /// after its byte): one database's record a commit, not four (decision 012: measured no faster).
 /// With `randomRows`, each write's row key is a random UUID string's (a UUIDv4 key's), as the engine
 /// keys `{"id": "…"}`. With `journaled`, LMDB's commits flush nothing and each commit's records go
-/// to a journal in front of it (`Journal`, decision 016), flushed there; the floor then ends with a
-/// checkpoint, so its time includes flushing LMDB's pages once.
+/// to a journal in front of it (`Journal`, decision 016), flushed there (after LMDB's commit rather
+/// than before it, as the engine would: the same work); the floor then ends with a checkpoint, so its
+/// time includes flushing LMDB's pages once.
 func chainedFloorEnqueue(
     path: String, records: [[UInt8]], perTransaction: Int = 1000, oneTree: Bool = false, randomRows: Bool = false,
     journaled: Bool = false
