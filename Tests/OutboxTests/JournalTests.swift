@@ -88,6 +88,21 @@ import Testing
         #expect(try self.journal(folder).head == Journal.Head(generation: 1, sequence: 5, metaPages: Self.metas))
     }
 
+    @Test func aWholeHeadOfAnotherVersionIsRefusedByName() throws {
+        let folder = TemporaryFolder(created: true)
+        defer { folder.remove() }
+        try journal(folder).checkpoint(sequence: 0, metaPages: Self.metas)
+        // Slot 0 rewritten as version 2, its CRC made to hold.
+        let handle = try #require(FileHandle(forUpdatingAtPath: folder.path + "/journal"))
+        var head = [UInt8](try handle.read(upToCount: 28 + Self.metas.count) ?? Data())
+        head[4] = 2
+        let crc = head.withUnsafeBytes { CRC32C.update(0, $0) }
+        try handle.seek(toOffset: 0)
+        try handle.write(contentsOf: head + withUnsafeBytes(of: crc.littleEndian) { Array($0) })
+        try handle.close()
+        #expect(throws: OutboxError.damaged) { try self.journal(folder) }
+    }
+
     @Test func aCommitThatDoesNotFitIsRefusedWithNothingWritten() throws {
         let folder = TemporaryFolder(created: true)
         defer { folder.remove() }

@@ -189,15 +189,19 @@ package final class Journal: @unchecked Sendable {
         return offset == body.endIndex ? records : nil
     }
 
-    /// The head in `slot`, or nil when the slot holds none that reads (never written, or torn).
+    /// The head in `slot`, or nil when the slot holds none that reads (never written, or torn); a
+    /// whole head of another version throws `.damaged`, naming it.
     private func readHead(slot: Int) throws -> Head? {
         let bytes = try read(slotSize, at: slot * slotSize)
-        guard Array(bytes[0..<4]) == Self.headMagic, bytes[4] == 1 else { return nil }
+        guard Array(bytes[0..<4]) == Self.headMagic else { return nil }
         let length = Int(Self.uint32(bytes, 24))
         guard 32 + length <= slotSize,
             bytes.withUnsafeBytes({ CRC32C.update(0, UnsafeRawBufferPointer(rebasing: $0[0..<(28 + length)])) })
                 == Self.uint32(bytes, 28 + length)
         else { return nil }
+        guard bytes[4] == 1 else {
+            throw OutboxError.damaged(path: path, "the journal is of version \(bytes[4]), which this build does not read")
+        }
         return Head(
             generation: Self.uint64(bytes, 8), sequence: Self.uint64(bytes, 16), metaPages: Array(bytes[28..<(28 + length)]))
     }
