@@ -56,6 +56,8 @@ public final class Environment: @unchecked Sendable {
     public let isReadOnly: Bool
     /// Whether the environment is a folder (`data.mdb` and `lock.mdb` in it) rather than one file.
     package let isFolder: Bool
+    /// The data file: `data.mdb` in the folder, or the file itself.
+    private var dataFile: String { isFolder ? path + "/data.mdb" : path }
     /// Replaced only by `compactFile`, with `resizeLock` held exclusively.
     private var handle: OpaquePointer
     /// The flags `mdb_env_open` was given, for `compactFile`'s reopen.
@@ -170,7 +172,7 @@ public final class Environment: @unchecked Sendable {
         let known = [MDB_INVALID, MDB_VERSION_MISMATCH, ENOENT, EACCES, EAGAIN, EBUSY]
         if readOnly && !known.contains(rc) { return LMDBError(.unreadableHeader(rc), path: location.path) }
         guard rc == EACCES else { return LMDBError(.lmdb(rc, call: "mdb_env_open"), path: location.path) }
-        let dataFile = location.isDirectory ? location.path + "/data.mdb" : location.path
+        let dataFile = location.dataFile
         let lockFile = location.isDirectory ? location.path + "/lock.mdb" : location.path + "-lock"
         let denied = access(dataFile, readOnly ? R_OK : R_OK | W_OK) != 0 ? dataFile : lockFile
         return LMDBError(.permissionDenied(file: denied, access: readOnly ? "read" : "read and write"), path: location.path)
@@ -282,7 +284,6 @@ public final class Environment: @unchecked Sendable {
                 return false
             }
             defer { _ = flock(holders, LOCK_SH) }
-            let dataFile = isFolder ? path + "/data.mdb" : path
             let target = isFolder ? path + "/compacting" : path + "-compacting"
             let copied = isFolder ? target + "/data.mdb" : target
             // What a compaction killed part way left.
@@ -367,7 +368,6 @@ public final class Environment: @unchecked Sendable {
     /// The size of the data file on disk, in bytes.
     public func fileSize() throws(LMDBError) -> Int {
         var info = stat()
-        let dataFile = isFolder ? path + "/data.mdb" : path
         guard stat(dataFile, &info) == 0 else { throw LMDBError(.system(errno, call: "stat(\(dataFile))"), path: path) }
         return Int(info.st_size)
     }
@@ -564,7 +564,6 @@ public final class Environment: @unchecked Sendable {
 
     /// LMDB's two meta pages as the data file holds them: after `flush()`, as flushed.
     package func metaPages() throws(LMDBError) -> [UInt8] {
-        let dataFile = isFolder ? path + "/data.mdb" : path
         let fd = open(dataFile, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw LMDBError(.system(errno, call: "open(\(dataFile))"), path: path) }
         defer { closeDescriptor(fd) }
@@ -578,8 +577,7 @@ public final class Environment: @unchecked Sendable {
     /// environment at `path`, which must not be open, and flushes them: LMDB then opens the snapshot
     /// they name.
     package static func restoreMetaPages(_ pages: [UInt8], path: String) throws(LMDBError) {
-        var info = stat()
-        let dataFile = stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR ? path + "/data.mdb" : path
+        let dataFile = try resolve(path, create: false).dataFile
         let fd = open(dataFile, O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { throw LMDBError(.system(errno, call: "open(\(dataFile))"), path: path) }
         defer { closeDescriptor(fd) }
@@ -597,7 +595,7 @@ public final class Environment: @unchecked Sendable {
     /// there is none (a copied `data.mdb`, any other file), so that a read creates nothing, or when this
     /// user may not write it (no writer can then be this user's, and a read needs no reader slot).
     private static func readsWithoutLocking(_ location: Location) throws(LMDBError) -> Bool {
-        let dataFile = location.isDirectory ? location.path + "/data.mdb" : location.path
+        let dataFile = location.dataFile
         var data = stat()
         guard stat(dataFile, &data) == 0 else { throw LMDBError(.system(errno, call: "stat(\(dataFile))"), path: location.path) }
         guard (data.st_mode & S_IFMT) == S_IFREG else { throw LMDBError(.notARegularFile(dataFile), path: location.path) }
@@ -613,6 +611,9 @@ public final class Environment: @unchecked Sendable {
         var path: String
         var isDirectory: Bool
         var key: String
+
+        /// The data file: `data.mdb` in the folder, or the file itself.
+        var dataFile: String { isDirectory ? path + "/data.mdb" : path }
     }
 
     /// `path` names a folder (created 0700 if missing and allowed), or a `data.mdb` inside one (then the

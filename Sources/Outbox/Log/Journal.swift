@@ -162,7 +162,9 @@ package final class Journal: @unchecked Sendable {
             let length = Int(Self.uint32(header, 24))
             guard offset + Self.commitHeaderSize + length + 4 <= capacity else { break }
             let body = try read(length + 4, at: offset + Self.commitHeaderSize)
-            let checksum = (header + body[0..<length]).withUnsafeBytes { CRC32C.update(0, $0) }
+            let checksum = body.withUnsafeBytes { body in
+                header.withUnsafeBytes { CRC32C.update(CRC32C.update(0, $0), UnsafeRawBufferPointer(rebasing: body[0..<length])) }
+            }
             guard checksum == Self.uint32(body, length), let commit = Self.records(body[0..<length], count: count)
             else { break }
             for record in commit {
