@@ -59,7 +59,7 @@ public final class Environment: @unchecked Sendable {
     /// The data file: `data.mdb` in the folder, or the file itself.
     private var dataFile: String { isFolder ? path + "/data.mdb" : path }
     /// Replaced only by `compactFile`, with `resizeLock` held exclusively.
-    private var handle: OpaquePointer
+    fileprivate var handle: OpaquePointer
     /// The flags `mdb_env_open` was given, for `compactFile`'s reopen.
     private let openFlags: UInt32
     /// The descriptor of the holders' lock (`holdersLockPath`), -1 when read-only.
@@ -297,6 +297,8 @@ public final class Environment: @unchecked Sendable {
             }
             try Self.flushFile(copied, path: path)
             try resizeLock.withExclusive { () throws(LMDBError) in
+                // The held snapshot is of the file replaced; its holder checkpoints the new one.
+                releaseSnapshot()
                 mdb_env_close(handle)
                 guard rename(copied, dataFile) == 0 else {
                     let failure = LMDBError(.system(errno, call: "rename(\(copied))"), path: path)
@@ -510,7 +512,8 @@ public final class Environment: @unchecked Sendable {
     private func grow() throws(LMDBError) {
         try resizeLock.withExclusive { () throws(LMDBError) in
             try checkOpen()
-            precondition(!holdsSnapshot, "the map grows while a snapshot is held: checkpoint and release it first")
+            // A held snapshot cannot live through the map's move; its holder checkpoints again.
+            releaseSnapshot()
             let next = mapSizeNow.withLock { $0 } * 2
             try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize", path: path)
             var info = MDB_envinfo()
@@ -522,6 +525,7 @@ public final class Environment: @unchecked Sendable {
     /// Another process grew the map (`MDB_MAP_RESIZED`): adopt its size.
     private func adoptMapSizeOfOtherProcess() throws(LMDBError) {
         try resizeLock.withExclusive { () throws(LMDBError) in
+            releaseSnapshot()
             try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize", path: path)
             var info = MDB_envinfo()
             mdb_env_info(handle, &info)
@@ -534,19 +538,25 @@ public final class Environment: @unchecked Sendable {
     /// Holds a read transaction on the last commit until the next call, `releaseSnapshot()` or
     /// `close()`: LMDB reuses none of that snapshot's pages meanwhile, so once flushed it survives a
     /// power loss whatever the disk keeps of the commits after it, its meta pages (`metaPages()`)
-    /// written back. The map must not grow while one is held.
+    /// written back. The map cannot grow while one is held: growing it (`MDB_MAP_FULL`, or another
+    /// process's growth adopted) releases it, and `holdsSnapshot` then says so.
     package func holdSnapshot() throws(LMDBError) {
         try resizeLock.withShared { () throws(LMDBError) in
             try checkOpen()
-            try heldSnapshot.withLock { (held: inout OpaquePointer?) throws(LMDBError) in
-                if let held {
-                    mdb_txn_reset(held)
-                    try check(mdb_txn_renew(held), "mdb_txn_renew", path: path)
-                } else {
-                    var txn: OpaquePointer?
-                    try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin", path: path)
-                    held = txn
-                }
+            try holdLastCommit()
+        }
+    }
+
+    /// `holdSnapshot`, with `resizeLock` held shared by the caller.
+    fileprivate func holdLastCommit() throws(LMDBError) {
+        try heldSnapshot.withLock { (held: inout OpaquePointer?) throws(LMDBError) in
+            if let held {
+                mdb_txn_reset(held)
+                try check(mdb_txn_renew(held), "mdb_txn_renew", path: path)
+            } else {
+                var txn: OpaquePointer?
+                try check(mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn), "mdb_txn_begin", path: path)
+                held = txn
             }
         }
     }
@@ -571,6 +581,30 @@ public final class Environment: @unchecked Sendable {
         let read = pages.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard read == pages.count else { throw LMDBError(.system(errno, call: "pread(\(dataFile))"), path: path) }
         return pages
+    }
+
+    /// What the data file at `path` (an environment's folder or file, as `init` takes it) would be
+    /// opened as, for a caller that must act before the open; created (a folder) when missing and
+    /// `create` says so.
+    package static func locate(_ path: String, create: Bool) throws(LMDBError) -> (path: String, isFolder: Bool, dataFile: String)
+    {
+        let location = try resolve(path, create: create)
+        return (location.path, location.isDirectory, location.dataFile)
+    }
+
+    /// The page size an LMDB data file records in its first meta page; nil when the file is missing or
+    /// does not start with one.
+    package static func pageSize(ofDataFile dataFile: String) -> Int? {
+        let fd = open(dataFile, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { closeDescriptor(fd) }
+        var header = [UInt8](repeating: 0, count: 44)
+        guard header.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, 44, 0) }) == 44 else { return nil }
+        // A 16-byte page header, then the meta: its magic, and the free database's `md_pad` (the page size) at 24.
+        func word(_ at: Int) -> Int { (0..<4).reduce(0) { $0 | Int(header[at + $1]) << (8 * $1) } }
+        guard word(16) == 0xBEEF_C0DE else { return nil }
+        let size = word(40)
+        return size >= 512 && size <= 65536 ? size : nil
     }
 
     /// Writes `pages` (two meta pages `metaPages()` returned) over those of the data file of the
@@ -645,6 +679,30 @@ public final class Environment: @unchecked Sendable {
         guard let real = realpath(location, nil) else { throw LMDBError(.system(errno, call: "realpath"), path: location) }
         defer { free(real) }
         return Location(path: location, isDirectory: isDirectory, key: String(cString: real))
+    }
+}
+
+// MARK: - A checkpoint inside the write transaction (decision 016)
+
+extension WriteTransaction {
+    /// Flushes the data file as the last commit left it (`mdb_env_sync`, forced): what this
+    /// transaction wrote is not in it (LMDB writes a transaction's pages when it commits).
+    package func flushLastCommit() throws(LMDBError) {
+        let environment = environment.takeUnretainedValue()
+        try check(mdb_env_sync(environment.handle, 1), "mdb_env_sync", path: path)
+    }
+
+    /// Holds the last commit's snapshot (`Environment.holdSnapshot`), from inside this transaction.
+    package func holdLastCommit() throws(LMDBError) { try environment.takeUnretainedValue().holdLastCommit() }
+
+    /// LMDB's two meta pages as the data file holds them (after `flushLastCommit`, as flushed).
+    package func metaPages() throws(LMDBError) -> [UInt8] { try environment.takeUnretainedValue().metaPages() }
+
+    /// The pages the last commit used, to its last one.
+    package var pagesInUse: Int {
+        var info = MDB_envinfo()
+        mdb_env_info(environment.takeUnretainedValue().handle, &info)
+        return Int(info.me_last_pgno) + 1
     }
 }
 

@@ -87,7 +87,7 @@ public struct WriteTransaction: ~Copyable, WritableTransaction {
     public let handle: OpaquePointer
     // Unmanaged keeps every stored property trivial, which `discard self` in `commit` requires; the
     // environment outlives the transaction because it runs the closure the transaction lives in.
-    private let environment: Unmanaged<Environment>
+    let environment: Unmanaged<Environment>
     public var path: String { environment.takeUnretainedValue().path }
 
     init(handle: OpaquePointer, environment: Environment) {

@@ -103,15 +103,82 @@ import Testing
         #expect(throws: OutboxError.damaged) { try self.journal(folder) }
     }
 
-    @Test func aCommitThatDoesNotFitIsRefusedWithNothingWritten() throws {
+    /// A commit larger than the room after the heads is written anyway, lengthening the file, and
+    /// reads back whole (a bulk enqueue larger than the journal).
+    @Test func aCommitLargerThanTheJournalLengthensIt() throws {
         let folder = TemporaryFolder(created: true)
         defer { folder.remove() }
         let journal = try journal(folder, capacity: 32 << 10)
         try journal.checkpoint(sequence: 0, metaPages: Self.metas)
-        let big = [[UInt8](repeating: 7, count: 10_000)]
+        let big = [[UInt8](repeating: 7, count: 30_000), [UInt8](repeating: 8, count: 10_000)]
         #expect(!journal.fits(big))
-        #expect(throws: Journal.Full.self) { try journal.append(big, first: 1) }
-        #expect(try self.journal(folder, capacity: 32 << 10).committed().isEmpty)
+        try journal.append(big, first: 1)
+        #expect(journal.capacity > 32 << 10)
+        let reopened = try self.journal(folder, capacity: 32 << 10)
+        #expect(try reopened.committed().map(\.record) == big)
+        #expect(reopened.end == journal.end)
+    }
+
+    /// A commit written over at the same place (LMDB failed to commit the first, and the work ran
+    /// again): the second is the one read back, and a third after it follows it.
+    @Test func aCommitWrittenOverAfterARewindIsTheOneReadBack() throws {
+        let folder = TemporaryFolder(created: true)
+        defer { folder.remove() }
+        let journal = try journal(folder)
+        try journal.checkpoint(sequence: 0, metaPages: Self.metas)
+        try journal.append(records(1, from: 1), first: 1)
+        let before = journal.end
+        try journal.append(records(3, from: 2), first: 2)
+        journal.rewind(to: before)
+        try journal.append([[0x42]], first: 2)
+        try journal.append(records(1, from: 3), first: 3)
+        let read = try self.journal(folder).committed()
+        #expect(read.map(\.sequence) == [1, 2, 3])
+        #expect(read[1].record == [0x42])
+    }
+
+    /// A commit written without a flush is flushed by the next one that is, and reads back.
+    @Test func aCommitNotFlushedIsFlushedByTheNext() throws {
+        let folder = TemporaryFolder(created: true)
+        defer { folder.remove() }
+        let journal = try journal(folder)
+        try journal.checkpoint(sequence: 0, metaPages: Self.metas)
+        journal.startCommit(first: 1)
+        [UInt8]([1, 2, 3]).withUnsafeBytes { journal.add($0) }
+        try journal.writeCommit(flush: false)
+        #expect(journal.hasUnflushedCommits)
+        try journal.append(records(1, from: 2), first: 2)
+        #expect(!journal.hasUnflushedCommits)
+        #expect(try self.journal(folder).committed().map(\.sequence) == [1, 2])
+    }
+
+    /// Two opens of one journal (two processes' checkpoints): each checkpoint goes to the slot the
+    /// newest head in the file is not in, with the next generation, whoever wrote that head.
+    @Test func aCheckpointFollowsTheNewestHeadInTheFileWhoeverWroteIt() throws {
+        let folder = TemporaryFolder(created: true)
+        defer { folder.remove() }
+        let first = try journal(folder)
+        let second = try journal(folder)
+        try first.checkpoint(sequence: 1, metaPages: Self.metas)
+        try second.checkpoint(sequence: 2, metaPages: Self.metas)
+        try first.checkpoint(sequence: 3, metaPages: Self.metas)
+        #expect(first.head?.generation == 3)
+        #expect(try self.journal(folder).head == Journal.Head(generation: 3, sequence: 3, metaPages: Self.metas))
+    }
+
+    /// Every writer holds the journal's lock shared; an open that finds none is alone (it may recover).
+    @Test func anOpenIsAloneOnlyWhenNoOtherHoldsTheLock() throws {
+        let folder = TemporaryFolder(created: true)
+        defer { folder.remove() }
+        let first = try journal(folder)
+        #expect(first.lockAlone())
+        try first.lockShared()
+        let second = try journal(folder)
+        #expect(!second.lockAlone())
+        try second.lockShared()
+        first.close()
+        second.close()
+        #expect(try journal(folder).lockAlone())
     }
 
     /// Pins the bytes of a commit (a change of the format shows here first).

@@ -83,7 +83,7 @@ import Testing
     @Test func everyCodeCanBeCompared() {
         let values: [OutboxError] = [
             .invalidWrite, .noUser, .notFound, .closed, .storage, .damaged, .alreadyOpen, .networkDisabled, .rowReadFailed,
-            .noTransport, .doesNotExist, .archived, .compacted, .busy,
+            .noTransport, .doesNotExist, .archived, .compacted, .busy, .needsRecovery,
         ]
         #expect(Set(values.map(\.code.kind)) == Set(OutboxError.Code.Kind.allCases))
         #expect(Set(values).count == values.count)

@@ -108,15 +108,20 @@ extension EventLog {
             let last = try lastSequence()
             let held = try read { try $0.compaction()?.horizon } ?? 1
             let shrunk = try storageErrors(path: path) { try environment.compactFile() }
+            if shrunk { try checkpoint() }
             return CompactionReport(
                 horizon: min(horizon ?? last + 1, last + 1, max(held, 1)), snapshot: nil, segment: nil, archivedEvents: 0,
                 archivedWrites: 0, keptEvents: 0, bytesBefore: bytesBefore,
                 bytesAfter: try storageErrors(path: path) { try environment.fileSize() }, fileShrunk: shrunk)
         }
+        // Made outside the journal: durable only once checkpointed (and the file copied next must be
+        // the journal's head before any commit follows it).
+        try checkpoint()
         commitMark?.advance(to: planned.snapshot.sequence)
         didCommit([planned.snapshot])
         crashPlan?.pass(.compactionBeforeShrink)
         let shrunk = try storageErrors(path: path) { try environment.compactFile() }
+        if shrunk { try checkpoint() }
         let bytesAfter = try storageErrors(path: path) { try environment.fileSize() }
         return CompactionReport(
             horizon: planned.horizon, snapshot: planned.snapshot.sequence, segment: planned.segment,

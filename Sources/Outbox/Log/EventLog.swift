@@ -32,6 +32,9 @@ package final class EventLog: Sendable {
     private let storeMemory = Mutex<TransactionStore.Memory?>(nil)
     /// The last flushed commit, kept beside the log (a log opened for writing with `.full` durability).
     let commitMark: CommitMark?
+    /// The journal every commit goes through (a log opened for writing with `.full` durability and
+    /// `Options.journaled`; decision 016): LMDB then commits without flushing.
+    let journal: CommitJournal?
     /// Where the segments that compactions moved out of the log are (R8.5).
     package let archive: Archive
 
@@ -49,6 +52,10 @@ package final class EventLog: Sendable {
         package var powerLossIsSimulated = false
         /// The archive's folder; beside the log when nil (`Archive.beside(log:)`).
         package var archiveFolder: String?
+        /// Whether a log opened for writing with `.full` durability commits through its journal
+        /// (`CommitJournal`): each commit flushed once, sequentially, where LMDB flushes its pages in
+        /// place and its meta page after them.
+        package var journaled = true
         package init() {}
     }
 
@@ -56,15 +63,18 @@ package final class EventLog: Sendable {
     /// event; projections of an older layout, or behind the log, are rebuilt. Nothing scans the log
     /// otherwise, so opening a log of a million writes is immediate.
     package init(path: String, options: Options = Options()) throws {
+        let journaled = options.journaled && !options.readOnly && options.durability == .full
+        let opened = journaled ? try Self.openJournal(path: path) : nil
         var environmentOptions = Environment.Options()
         environmentOptions.readOnly = options.readOnly
-        environmentOptions.durability = options.durability
+        environmentOptions.durability = journaled ? .noSync : options.durability
         environmentOptions.mapSize = options.mapSize
         let environment = try storageErrors(path: path) {
             try Environment(path: path, databases: Self.databaseNames, options: environmentOptions)
         }
         self.environment = environment
         self.path = path
+        journal = opened.map { CommitJournal($0.journal) }
         clock = options.clock
         random = options.random
         crashPlan = options.crashPlan
@@ -73,6 +83,9 @@ package final class EventLog: Sendable {
         archive = options.archiveFolder.map(Archive.init(folder:)) ?? Archive.beside(log: path)
         let tables = LogTables(environment)
         self.tables = tables
+        if let recovered = opened?.recovered {
+            try Self.replay(recovered, environment: environment, tables: tables, path: path, journalPath: opened!.journal.path)
+        }
 
         let (last, applied, layout, storedOrigin) = try storageErrors(path: path) {
             try environment.read { txn in
@@ -93,6 +106,7 @@ package final class EventLog: Sendable {
                 return (last, applied, layout, origin)
             }
         }
+        if options.readOnly { try Self.refuseUnrecovered(environment: environment, last: last ?? 0, path: path) }
         let markPath = CommitMark.path(forEnvironment: environment.path, isFolder: environment.isFolder)
         if let last, let storedOrigin, let mark = CommitMark.read(at: markPath), mark.origin == storedOrigin,
             mark.sequence > last
@@ -114,17 +128,120 @@ package final class EventLog: Sendable {
         } else if layout != projectionLayoutVersion || applied != last {
             try rebuild()
         }
+        if let opened, opened.isAlone {
+            // What was recovered is flushed before another process may open the log.
+            if opened.recovered != nil { try checkpoint() }
+            try opened.journal.lockShared()
+        }
+    }
+
+    /// Opens the journal of the log at `path` (made when missing). When no other process has the log
+    /// open for writing, and the journal holds commits past its head (the last writer was killed, or
+    /// the power failed), LMDB's meta pages are put back to the head's, before LMDB opens: the
+    /// commits returned are then replayed. The journal stays locked alone until the caller has done
+    /// so (`lockShared`); otherwise it is locked shared, waiting for a recovery under way.
+    private static func openJournal(
+        path: String
+    ) throws -> (journal: Journal, isAlone: Bool, recovered: [(sequence: UInt64, record: [UInt8])]?) {
+        let location = try storageErrors(path: path) { try Environment.locate(path, create: true) }
+        let pageSize = Environment.pageSize(ofDataFile: location.dataFile) ?? Int(sysconf(Int32(_SC_PAGESIZE)))
+        let journal = try Journal(
+            path: CommitJournal.path(forEnvironment: location.path, isFolder: location.isFolder), metaPagesSize: 2 * pageSize)
+        guard journal.lockAlone() else {
+            try journal.lockShared()
+            return (journal, false, nil)
+        }
+        let pending = try journal.committed()
+        guard let head = journal.head, !pending.isEmpty else { return (journal, true, nil) }
+        try storageErrors(path: path) { try Environment.restoreMetaPages(head.metaPages, path: path) }
+        return (journal, true, pending)
+    }
+
+    /// Throws `.needsRecovery` when the log's journal holds commits past `last` (the log's last
+    /// sequence in its data file) and no writer has the log open to commit them: its writer was killed
+    /// or lost power, and only an open for writing recovers them. A log with no journal (or one this
+    /// user may not read), or one a writer has open, is read as its data file holds it.
+    private static func refuseUnrecovered(environment: Environment, last: UInt64, path: String) throws {
+        let journalPath = CommitJournal.path(forEnvironment: environment.path, isFolder: environment.isFolder)
+        // No journal (a log written without one, a copied data file), or one this user may not read.
+        guard access(journalPath, R_OK) == 0 else { return }
+        let journal: Journal
+        do {
+            journal = try Journal(path: journalPath, metaPagesSize: 2 * environment.pageSize, readOnly: true)
+        } catch let error as OutboxError where error.code == .doesNotExist {
+            return  // removed since
+        }
+        defer { journal.close() }
+        guard let journaled = try journal.committed().last?.sequence, journaled > last, journal.hasNoWriter() else { return }
+        throw OutboxError(
+            .needsRecovery,
+            "\(path): the log's commits through sequence \(journaled) are in its journal, its data file holds them through \(last) (its writer was killed or lost power): open it for writing once to recover them"
+        )
+    }
+
+    /// Appends the journal's commits past the log's last record (LMDB put back to the journal's head)
+    /// to the log, as they were, and folds them into the projections, in one transaction.
+    private static func replay(
+        _ records: [(sequence: UInt64, record: [UInt8])], environment: Environment, tables: LogTables, path: String,
+        journalPath: String
+    ) throws {
+        try storageErrors(path: path) {
+            try environment.write { txn in
+                let access = txn.unsafeAccess
+                let last = try lastSequence(access, tables.log.database, path: path) ?? 0
+                let tail = records.drop { $0.sequence <= last }
+                guard let first = tail.first?.sequence else { return }
+                guard first == last + 1 else {
+                    throw OutboxError.damaged(
+                        path: path,
+                        "its journal \(journalPath) holds commits from sequence \(first) on, but the log ends at sequence \(last): the journal is not of this log. Remove the journal to open the log as its data file holds it",
+                        sequence: last + 1)
+                }
+                try TransactionStore.Lookups.with(access, tables) { lookups in
+                    var projector = Projector(store: TransactionStore(access: access, tables: tables, lookups: lookups))
+                    for (sequence, record) in tail {
+                        let recorded: RecordedEvent
+                        do throws(RecordCodec.Failure) {
+                            recorded = try RecordCodec.decode(record, sequence: sequence)
+                        } catch {
+                            throw OutboxError.damagedRecord(path: path, sequence: sequence, reason: error.reason, cause: error)
+                        }
+                        try access.put(tables.log.database, key: StoreKey.bytes(id: sequence), value: record, options: .append)
+                        try projector.apply(recorded)
+                    }
+                    try projector.markApplied(tail.last!.sequence)
+                    try projector.store.flush()
+                }
+            }
+        }
+    }
+
+    /// Makes every commit so far durable and the journal's head (a journaled log; nothing otherwise):
+    /// after a commit made outside the journal, and before the log is closed.
+    func checkpoint() throws {
+        guard let journal else { return }
+        let tables = self.tables
+        let path = self.path
+        try storageErrors(path: path) {
+            try environment.write { txn in
+                let last = try Self.lastSequence(txn.unsafeAccess, tables.log.database, path: path) ?? 0
+                try journal.checkpoint(txn, lastSequence: last)
+            }
+        }
     }
 
     /// Whether a power loss now could undo the last commit: it was a pass commit, made without syncing
     /// LMDB's meta page (R2.3). The simulation's storage model asks before it takes a commit back.
-    package var lastCommitMayBeUndoneByPowerLoss: Bool { environment.lastCommitSkippedMetaSync }
+    package var lastCommitMayBeUndoneByPowerLoss: Bool {
+        journal?.hasUnflushedCommits ?? environment.lastCommitSkippedMetaSync
+    }
 
     /// Transactions on the log begun in a task's synchronous code, on Swift's pool (tests: none).
     package var transactionsBegunFromTasks: Int { environment.transactionsBegunFromTasks }
 
     /// Makes the last commit durable, when it was made without the meta sync (R2.3).
     func makeLastCommitDurable() throws {
+        if let journal { return try storageErrors(path: path) { try journal.flush() } }
         guard environment.lastCommitSkippedMetaSync else { return }
         try storageErrors(path: path) { try environment.flush() }
     }
@@ -134,19 +251,38 @@ package final class EventLog: Sendable {
     /// Runs `body` in one write transaction with an appender, and commits. On `MDB_MAP_FULL` the map
     /// grows and `body` runs again, so `body` must have no effect outside the transaction.
     /// A commit flushed with the full sync moves the log's commit mark (`CommitMark`).
+    /// A journaled log appends the transaction's records to its journal before LMDB commits, flushed
+    /// unless `sync` is `.withoutMetaSync`.
     func transaction<R>(sync: Environment.CommitSync, _ body: (inout Appender) throws -> R) throws -> R {
-        var lastAppended: UInt64?
+        var appended: ClosedRange<UInt64>?
+        var committed: UInt64 = 0
+        let journal = self.journal
+        let log = tables.log.database
+        let path = self.path
         let result = try storageErrors(path: path) {
-            try environment.write(sync: sync) { txn in
-                try withAppender(txn) { appender in
+            try environment.write(sync: journal == nil ? sync : .standard) { txn in
+                if let journal {
+                    let last = try Self.lastSequence(txn.unsafeAccess, log, path: path) ?? 0
+                    try journal.begin(txn, holdsSnapshot: environment.holdsSnapshot, lastSequence: last)
+                }
+                appended = nil
+                let result = try withAppender(txn) { appender in
                     let result = try body(&appender)
                     try appender.finish()
-                    lastAppended = appender.appended.last?.sequence
+                    if let first = appender.appended.first?.sequence, let last = appender.appended.last?.sequence {
+                        appended = first...last
+                    }
                     return result
                 }
+                if let journal, let appended {
+                    try journal.append(txn, log: log, appended, flush: sync == .standard)
+                }
+                committed = txn.transactionID
+                return result
             }
         }
-        if sync == .standard, let lastAppended { commitMark?.advance(to: lastAppended) }
+        journal?.didCommit(transaction: committed, appended: appended != nil)
+        if sync == .standard, let appended { commitMark?.advance(to: appended.upperBound) }
         return result
     }
 
@@ -283,6 +419,9 @@ package final class EventLog: Sendable {
 
     /// Closes the LMDB environment once running transactions end: the path can be opened again.
     package func close() {
+        // The next open then finds nothing to recover (a failure here leaves it to that open).
+        if journal?.hasCommitsPastCheckpoint == true { try? checkpoint() }
+        journal?.close()
         commitMark?.close()
         archive.close()
         environment.close()
@@ -494,6 +633,8 @@ package final class EventLog: Sendable {
                 }
             }
         }
+        // Made outside the journal: durable only once checkpointed.
+        try checkpoint()
     }
 
     /// `foldWhole` with the records read and decoded on a thread of their own, in a read transaction,

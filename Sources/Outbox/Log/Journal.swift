@@ -41,93 +41,171 @@ package final class Journal: @unchecked Sendable {
         }
     }
 
-    /// A commit's records do not fit after the last commit: checkpoint first.
-    package struct Full: Error {}
-
     package static let defaultCapacity = 4 << 20
     private static let headMagic = Array("OBXJ".utf8)
     private static let commitMagic = Array("OBXC".utf8)
     private static let commitHeaderSize = 28
 
     package let path: String
-    package let capacity: Int
+    /// The file's size: commits after the heads fit in it until a checkpoint starts them again. A
+    /// commit larger than all of that room is written anyway, after a checkpoint, lengthening the file.
+    package private(set) var capacity: Int
     /// The bytes of a head slot; commits start after the two.
     package let slotSize: Int
     package var framesStart: Int { 2 * slotSize }
-    private let descriptor: Int32
-    /// The newest valid head and its slot; nil before the first checkpoint.
+    /// -1 once closed.
+    private var descriptor: Int32
+    /// The newest valid head; nil before the first checkpoint.
     package private(set) var head: Head?
-    private var headSlot = 1
     /// Where the next commit goes.
     package private(set) var end: Int
+    /// The commit being built (`startCommit`, `add`, `writeCommit`), header first.
+    private var pending: [UInt8] = []
+    private var pendingCount = 0
+    /// Whether commits were written since the last flush (`writeCommit(flush: false)`).
+    package private(set) var hasUnflushedCommits = false
 
     /// Opens the journal at `path` for meta pages of `metaPagesSize` bytes in all, making it when
     /// missing (`capacity` bytes of zeros, flushed). Finds its head and the end of its commits.
-    package init(path: String, metaPagesSize: Int, capacity: Int = Journal.defaultCapacity) throws {
+    /// `readOnly` opens an existing journal to read it, changing nothing (throws `.doesNotExist` when
+    /// there is none).
+    package init(path: String, metaPagesSize: Int, capacity: Int = Journal.defaultCapacity, readOnly: Bool = false) throws {
         self.path = path
         slotSize = (32 + metaPagesSize + 4095) / 4096 * 4096
         precondition(capacity > 2 * slotSize, "a journal smaller than its heads")
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Self.failure(path, "cannot open the journal") }
+        let fd = readOnly ? open(path, O_RDONLY | O_CLOEXEC) : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            if readOnly && errno == ENOENT { throw OutboxError(.doesNotExist, "\(path): no journal") }
+            throw Self.failure(path, "cannot open the journal")
+        }
         var status = stat()
         guard fstat(fd, &status) == 0 else {
-            close(fd)
+            closeDescriptor(fd)
             throw Self.failure(path, "cannot read the journal's size")
         }
         let size = Int(status.st_size)
-        if size < capacity {
+        if size < capacity && !readOnly {
             let zeros = [UInt8](repeating: 0, count: capacity - size)
             let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(size)) }
             guard written == zeros.count, fsync(fd) == 0 else {
-                close(fd)
+                closeDescriptor(fd)
                 throw Self.failure(path, "cannot make the journal")
             }
         }
         descriptor = fd
         self.capacity = max(capacity, size)
         end = 2 * slotSize
-        for slot in 0..<2 {
-            if let found = try readHead(slot: slot), found.generation > head?.generation ?? 0 {
-                head = found
-                headSlot = slot
-            }
-        }
+        head = try newestHead()?.head
         if head != nil { end = try scan().end }
     }
 
-    deinit { close(descriptor) }
+    deinit { close() }
+
+    /// Closes the file, and with it the lock `lockAlone` or `lockShared` took.
+    package func close() {
+        if descriptor >= 0 { closeDescriptor(descriptor) }
+        descriptor = -1
+    }
+
+    // MARK: - Who else has it open
+
+    /// Locks the journal for this open alone, when no other open holds it (`flock`, not waiting):
+    /// every writer of the log holds it shared while it is open (`lockShared`), so a journal locked
+    /// alone is one no running process appends to, and what it holds past its head may be recovered.
+    package func lockAlone() -> Bool { flock(descriptor, LOCK_EX | LOCK_NB) == 0 }
+
+    /// Whether no writer has the journal open (waiting while one recovers the log); for a reader,
+    /// which holds no lock after.
+    package func hasNoWriter() -> Bool {
+        guard flock(descriptor, LOCK_SH) == 0 else { return false }
+        defer { _ = flock(descriptor, LOCK_UN) }
+        return flock(descriptor, LOCK_EX | LOCK_NB) == 0
+    }
+
+    /// Holds the lock shared (waiting while another open recovers the log), or turns the lock
+    /// `lockAlone` took into a shared one.
+    package func lockShared() throws {
+        guard flock(descriptor, LOCK_SH) == 0 else { throw failure("cannot lock the journal") }
+    }
+
+    // MARK: - Commits
 
     /// Whether a commit of `records` fits after the last commit.
     package func fits(_ records: [[UInt8]]) -> Bool { end + Self.size(of: records) <= capacity }
 
     /// Appends one commit of `records`, whose sequences run from `first`, with one write, and flushes
-    /// it. Throws `Full` when it does not fit (nothing is written).
+    /// it (lengthening the file when it does not fit).
     package func append(_ records: [[UInt8]], first: UInt64) throws {
+        startCommit(first: first)
+        for record in records { record.withUnsafeBytes { add($0) } }
+        try writeCommit(flush: true)
+    }
+
+    /// Starts building a commit whose first record has sequence `first`.
+    package func startCommit(first: UInt64) {
+        pending.removeAll(keepingCapacity: true)
+        pending.append(contentsOf: Self.commitMagic)
+        pending.append(contentsOf: repeatElement(0, count: 8))  // the generation, set when written
+        withUnsafeBytes(of: first.littleEndian) { pending.append(contentsOf: $0) }
+        pending.append(contentsOf: repeatElement(0, count: 8))  // the count and the length, set when written
+        pendingCount = 0
+    }
+
+    /// Adds a record to the commit being built.
+    package func add(_ record: UnsafeRawBufferPointer) {
+        withUnsafeBytes(of: UInt32(record.count).littleEndian) { pending.append(contentsOf: $0) }
+        pending.append(contentsOf: record)
+        pendingCount += 1
+    }
+
+    /// Whether the commit being built fits after the last commit.
+    package var commitFits: Bool { end + pending.count + 4 <= capacity }
+
+    /// Writes the commit built, with one write, after the last commit (of the head's generation), and
+    /// flushes it when `flush` says so; a commit not flushed is flushed by the next one that is, by
+    /// `flush()`, or by a checkpoint. A commit that does not fit lengthens the file.
+    package func writeCommit(flush: Bool) throws {
         guard let head else { preconditionFailure("a journal appended to before its first checkpoint") }
-        guard fits(records) else { throw Full() }
-        var w = ByteWriter(capacity: Self.size(of: records))
-        w.raw(Self.commitMagic)
-        w.littleEndian64(head.generation)
-        w.littleEndian64(first)
-        w.littleEndian32(UInt32(records.count))
-        w.littleEndian32(UInt32(records.reduce(0) { $0 + 4 + $1.count }))
-        for record in records {
-            w.littleEndian32(UInt32(record.count))
-            w.raw(record)
+        pending.withUnsafeMutableBytes { bytes in
+            bytes.storeBytes(of: head.generation.littleEndian, toByteOffset: 4, as: UInt64.self)
+            bytes.storeBytes(of: UInt32(pendingCount).littleEndian, toByteOffset: 20, as: UInt32.self)
+            bytes.storeBytes(
+                of: UInt32(bytes.count - Self.commitHeaderSize).littleEndian, toByteOffset: 24, as: UInt32.self)
         }
-        w.littleEndian32(w.bytes.withUnsafeBytes { CRC32C.update(0, $0) })
-        try write(w.bytes, at: end)
+        let checksum = pending.withUnsafeBytes { CRC32C.update(0, $0) }
+        withUnsafeBytes(of: checksum.littleEndian) { pending.append(contentsOf: $0) }
+        try write(pending, at: end)
+        if flush {
+            try self.flush()
+        } else {
+            hasUnflushedCommits = true
+        }
+        end += pending.count
+        capacity = max(capacity, end)
+    }
+
+    /// Flushes the commits written without a flush.
+    package func flush() throws {
         guard fdatasync(descriptor) == 0 else { throw failure("cannot flush the journal") }
-        end += w.bytes.count
+        hasUnflushedCommits = false
+    }
+
+    /// Puts where the next commit goes back to `offset`, where a commit LMDB then failed to commit
+    /// was written: the commit written next goes over it (recovery reads no stale bytes past a
+    /// shorter one, nor the failed one itself once a commit of its sequence follows).
+    package func rewind(to offset: Int) {
+        precondition(offset >= framesStart && offset <= end, "a journal rewound past its commits")
+        end = offset
     }
 
     /// Records a checkpoint: LMDB was flushed with the log at `sequence`, and `metaPages` are its meta
-    /// pages as flushed. The head goes into the other slot and is flushed; commits start again after
-    /// the heads.
+    /// pages as flushed. The head goes into the slot the newest head (of any process's checkpoint)
+    /// is not in, with the next generation, and is flushed; commits start again after the heads.
     package func checkpoint(sequence: UInt64, metaPages: [UInt8]) throws {
         precondition(32 + metaPages.count <= slotSize, "meta pages larger than the journal's head")
-        let next = Head(generation: (head?.generation ?? 0) + 1, sequence: sequence, metaPages: metaPages)
-        let slot = 1 - headSlot
+        let newest = try newestHead()
+        let next = Head(generation: (newest?.head.generation ?? 0) + 1, sequence: sequence, metaPages: metaPages)
+        let slot = 1 - (newest?.slot ?? 1)
         var w = ByteWriter(capacity: slotSize)
         w.raw(Self.headMagic)
         w.raw([1, 0, 0, 0])
@@ -137,10 +215,20 @@ package final class Journal: @unchecked Sendable {
         w.raw(metaPages)
         w.littleEndian32(w.bytes.withUnsafeBytes { CRC32C.update(0, $0) })
         try write(w.bytes, at: slot * slotSize)
-        guard fdatasync(descriptor) == 0 else { throw failure("cannot flush the journal") }
+        try flush()
         head = next
-        headSlot = slot
         end = framesStart
+    }
+
+    /// The valid head of the higher generation in the file now, and its slot.
+    private func newestHead() throws -> (head: Head, slot: Int)? {
+        var newest: (head: Head, slot: Int)?
+        for slot in 0..<2 {
+            if let found = try readHead(slot: slot), found.generation > newest?.head.generation ?? 0 {
+                newest = (found, slot)
+            }
+        }
+        return newest
     }
 
     /// The records of the commits after the head, in order, each with its sequence: the first follows
@@ -237,3 +325,6 @@ package final class Journal: @unchecked Sendable {
         (0..<8).reduce(0) { $0 | UInt64(bytes[at + $1]) << (8 * $1) }
     }
 }
+
+/// `close(2)`, out of reach of the method of that name.
+private func closeDescriptor(_ fd: Int32) { _ = close(fd) }

@@ -10,7 +10,7 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Kind: String, CaseIterable, Hashable, Sendable {
             case invalidWrite, noUser, notFound, closed, storage, damaged, alreadyOpen, networkDisabled
-            case rowReadFailed, noTransport, doesNotExist, archived, compacted, busy
+            case rowReadFailed, noTransport, doesNotExist, archived, compacted, busy, needsRecovery
         }
         let kind: Kind
         /// The write is not valid; nothing was written.
@@ -43,6 +43,10 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let compacted = Code(kind: .compacted)
         /// A pass of this process or another held the log's sync lock for longer than `syncLockWait`.
         public static let busy = Code(kind: .busy)
+        /// The log's last commits are in its journal and not yet in its data file (its writer was
+        /// killed, or the power failed): a read-only open does not recover them; an open for
+        /// writing does.
+        public static let needsRecovery = Code(kind: .needsRecovery)
         public var description: String { kind.rawValue }
     }
 
@@ -114,6 +118,8 @@ public struct OutboxError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let compacted = OutboxError(.compacted, "compacted")
     /// An error of code `busy`, to compare with.
     public static let busy = OutboxError(.busy, "busy")
+    /// An error of code `needsRecovery`, to compare with.
+    public static let needsRecovery = OutboxError(.needsRecovery, "needs recovery")
     /// An error of code `doesNotExist`, to compare with.
     public static let doesNotExist = OutboxError(.doesNotExist, "does not exist")
 

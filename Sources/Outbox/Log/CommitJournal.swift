@@ -1,0 +1,129 @@
+package import OutboxLMDB
+internal import Synchronization
+
+/// A log's commits through its journal (decision 016): LMDB commits without flushing anything, and
+/// each commit's records are appended to the `Journal` and flushed there, inside the write
+/// transaction, before LMDB commits; a checkpoint flushes LMDB, keeps its meta pages in the journal's
+/// head and holds that snapshot, so that after a power loss the log is that snapshot and the commits
+/// after it (`EventLog`'s recovery on open).
+///
+/// The journal's head is trusted only while the process that wrote it holds its snapshot; so a
+/// transaction checkpoints before its work whenever this process did not make the last commit
+/// through the journal (another process wrote since, or this one outside the journal: a rebuild, a
+/// compaction), whenever its snapshot is no longer held (the map grew or the file was compacted), and
+/// when LMDB has used many pages since the checkpoint (they cannot be reused while it is held). It
+/// checkpoints after its work when its records do not fit after the last commit.
+final class CommitJournal: Sendable {
+    /// Where the journal of the environment at `environmentPath` lives.
+    static func path(forEnvironment environmentPath: String, isFolder: Bool) -> String {
+        isFolder ? environmentPath + "/journal" : environmentPath + "-journal"
+    }
+
+    private struct State {
+        let journal: Journal
+        /// The id of the last transaction this process committed through the journal, or whose
+        /// snapshot it checkpointed; nil before the first.
+        var ownedThrough: UInt64?
+        /// Where the commit after that transaction's goes (a transaction LMDB failed to commit is
+        /// written over by the one run again).
+        var committedEnd = 0
+        /// LMDB's pages in use at the last checkpoint.
+        var pagesAtCheckpoint = 0
+        var checkpoints = 0
+    }
+
+    /// Held for every use of the journal: the writer's, inside the write transaction, and a flush
+    /// asked for from outside it (`flush`).
+    private let state: Mutex<State>
+    let path: String
+
+    init(_ journal: Journal) {
+        path = journal.path
+        state = Mutex(State(journal: journal))
+    }
+
+    /// Whether this process appended commits after its last checkpoint (what a checkpoint on close
+    /// is for).
+    var hasCommitsPastCheckpoint: Bool { state.withLock { $0.journal.end > $0.journal.framesStart } }
+
+    /// How many checkpoints this process made (tests).
+    var checkpoints: Int { state.withLock { $0.checkpoints } }
+
+    /// Whether commits were appended without a flush since the last one: a power loss now would take
+    /// them back (a pass's commits, R2.3).
+    var hasUnflushedCommits: Bool { state.withLock { $0.journal.hasUnflushedCommits } }
+
+    /// Flushes the commits appended without a flush.
+    func flush() throws {
+        try state.withLock { state in
+            if state.journal.hasUnflushedCommits { try state.journal.flush() }
+        }
+    }
+
+    /// Before a transaction's work: checkpoints unless this process made the last commit through the
+    /// journal, holds its checkpoint's snapshot, and LMDB has not used many pages since.
+    func begin(_ txn: borrowing WriteTransaction, holdsSnapshot: Bool, lastSequence: UInt64) throws {
+        try state.withLock { state in
+            let base = txn.transactionID - 1
+            let pages = txn.pagesInUse
+            let growth = max(2048, state.pagesAtCheckpoint / 8)
+            if !holdsSnapshot || state.ownedThrough != base || pages - state.pagesAtCheckpoint > growth {
+                try Self.checkpoint(txn, &state, lastSequence: lastSequence)
+            } else {
+                state.journal.rewind(to: state.committedEnd)
+            }
+        }
+    }
+
+    /// After a transaction's work: its records (the log's, `range`) appended as one commit, flushed
+    /// when `flush` says so; a checkpoint first when they do not fit.
+    func append(_ txn: borrowing WriteTransaction, log: Database, _ range: ClosedRange<UInt64>, flush: Bool) throws {
+        try state.withLock { state in
+            let journal = state.journal
+            journal.startCommit(first: range.lowerBound)
+            var expected = range.lowerBound
+            func add(_ key: RawSpan, _ value: RawSpan) throws -> Bool {
+                guard expected <= range.upperBound else { return false }
+                value.withUnsafeBytes { journal.add($0) }
+                expected += 1
+                return true
+            }
+            try txn.withCursor(log) { cursor in
+                var more = try cursor.seek(atLeast: StoreKey.bytes(id: range.lowerBound), add)
+                while more == true { more = try cursor.next(add) }
+            }
+            precondition(expected == range.upperBound + 1, "a transaction's records missing from the log")
+            if !journal.commitFits { try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1) }
+            try journal.writeCommit(flush: flush)
+        }
+    }
+
+    /// After LMDB committed the transaction `id`, whose records were appended (or not, `appended`).
+    func didCommit(transaction id: UInt64, appended: Bool) {
+        state.withLock { state in
+            if appended { state.ownedThrough = id }
+            state.committedEnd = state.journal.end
+        }
+    }
+
+    /// A checkpoint inside the write transaction `txn`, before its work: the log's last commit,
+    /// ending at `lastSequence`, is flushed and becomes the journal's head.
+    func checkpoint(_ txn: borrowing WriteTransaction, lastSequence: UInt64) throws {
+        try state.withLock { state in try Self.checkpoint(txn, &state, lastSequence: lastSequence) }
+    }
+
+    /// LMDB's last commit flushed, its meta pages made the journal's head, its snapshot held. Inside
+    /// a write transaction, whatever it wrote: no page it wrote is one that snapshot uses, since LMDB
+    /// hands a transaction only pages that no snapshot at or after the oldest one read still uses.
+    private static func checkpoint(_ txn: borrowing WriteTransaction, _ state: inout State, lastSequence: UInt64) throws {
+        try txn.flushLastCommit()
+        try state.journal.checkpoint(sequence: lastSequence, metaPages: try txn.metaPages())
+        try txn.holdLastCommit()
+        state.ownedThrough = txn.transactionID - 1
+        state.committedEnd = state.journal.end
+        state.pagesAtCheckpoint = txn.pagesInUse
+        state.checkpoints += 1
+    }
+
+    func close() { state.withLock { $0.journal.close() } }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import OutboxLMDB
+import OutboxTesting
+import Testing
+
+@testable import Outbox
+
+/// The engine's commits through its journal (decision 016): LMDB commits without flushing, each
+/// commit is flushed in the journal, and a power loss is recovered on the next open (R2.3: an enqueue
+/// that returned survives a power loss).
+@Suite struct JournaledLogTests {
+    /// What a power loss leaves of a log's folder: each page of the data file either what the last
+    /// checkpoint flushed or what the commits after it wrote (the meta pages too), at random; the
+    /// journal with every commit it flushed; the commit mark as written.
+    private static func powerLoss(
+        of log: String, checkpointed: [UInt8], into target: String, random: inout SplitMix64
+    ) throws {
+        let later = try bytes(of: log + "/data.mdb")
+        let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+        var disk: [UInt8] = []
+        for start in stride(from: 0, to: max(checkpointed.count, later.count), by: pageSize) {
+            disk += random.next() % 2 == 0 ? page(later, start, pageSize) : page(checkpointed, start, pageSize)
+        }
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: target + "/data.mdb", contents: Data(disk))
+        for file in ["journal", "last-commit"] {
+            try FileManager.default.copyItem(atPath: log + "/" + file, toPath: target + "/" + file)
+        }
+    }
+
+    @Test(arguments: 1...6 as ClosedRange<UInt64>)
+    func aPowerLossLosesNoEnqueueThatReturned(seed: UInt64) async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            var random = SplitMix64(seed: seed)
+            let log = folder + "/log"
+            let client = try await openClient(log, configuration: testConfiguration(seed: seed))
+            var checkpointed = try Self.bytes(of: log + "/data.mdb")
+            var enqueued: [WriteID] = []
+            for index in 0..<(60 + Int(random.next() % 60)) {
+                enqueued.append(try await client.enqueue(todo(Int64(random.next() % 20), "write \(index)")))
+                if random.next() % 25 == 0 {
+                    _ = try await client.queue.cancel(enqueued[Int(random.next() % UInt64(enqueued.count))])
+                }
+                if random.next() % 30 == 0 {
+                    try client.log.checkpoint()
+                    checkpointed = try Self.bytes(of: log + "/data.mdb")
+                }
+            }
+            let recovered = folder + "/recovered"
+            try Self.powerLoss(of: log, checkpointed: checkpointed, into: recovered, random: &random)
+            client.close()
+            let pending = try Journal(path: recovered + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
+            #expect(try !pending.committed().isEmpty, "commits past the checkpoint to recover")
+            pending.close()
+
+            let reopened = try await openClient(recovered, configuration: testConfiguration(seed: seed))
+            let kept = try await reopened.queue.all().map(\.id)
+            #expect(Set(enqueued).isSubset(of: Set(kept).union(try cancelledIDs(reopened))))
+            #expect(try reopened.log.storedRecords().map(\.bytes) == (try original(log).map(\.bytes)))
+            reopened.close()
+            let inspector = try LogInspector(path: recovered)
+            #expect(try inspector.verify().isOK)
+            inspector.log.close()
+        }
+    }
+
+    /// A recovery stopped after LMDB was put back to the journal's head (an I/O error in its replay):
+    /// a read-only open refuses the log by name rather than read it without its last commits; an open
+    /// for writing recovers them.
+    @Test func aLogWhoseCommitsAreOnlyInItsJournalIsRefusedReadOnlyAndRecoveredForWriting() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            let client = try await openClient(log)
+            try await client.enqueue(todo(1))
+            try client.log.checkpoint()
+            let checkpointed = try Self.bytes(of: log + "/data.mdb")
+            for index in Int64(2)...6 { try await client.enqueue(todo(index)) }
+            let target = folder + "/stopped"
+            try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+            FileManager.default.createFile(atPath: target + "/data.mdb", contents: Data(checkpointed))
+            try FileManager.default.copyItem(atPath: log + "/journal", toPath: target + "/journal")
+            let last = try client.eventCount()
+            client.close()
+
+            let refused = #expect(throws: OutboxError.self) { try LogInspector(path: target) }
+            #expect(refused?.code == .needsRecovery)
+            #expect(refused?.message.contains("through sequence \(last)") == true, "\(refused?.message ?? "")")
+            try EventLog(path: target).close()
+            let inspector = try LogInspector(path: target)
+            #expect(try inspector.lastSequence() == last)
+            #expect(try inspector.verify().isOK)
+            inspector.log.close()
+        }
+    }
+
+    /// A pass's commits are appended to the journal without a flush (R2.3): a power loss may take the
+    /// last of them back until the next flush, which `makeLastCommitDurable` makes.
+    @Test func aPassCommitIsFlushedByTheNextFlush() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let client = try await openClient(folder + "/log")
+            let log = client.log
+            try log.transaction(sync: .withoutMetaSync) { try $0.append(.networkSwitched(NetworkSwitched(enabled: false))) }
+            #expect(log.lastCommitMayBeUndoneByPowerLoss)
+            try log.makeLastCommitDurable()
+            #expect(!log.lastCommitMayBeUndoneByPowerLoss)
+            try log.transaction(sync: .withoutMetaSync) { try $0.append(.networkSwitched(NetworkSwitched(enabled: true))) }
+            try log.transaction(sync: .standard) { try $0.append(.networkSwitched(NetworkSwitched(enabled: false))) }
+            #expect(!log.lastCommitMayBeUndoneByPowerLoss, "a standard commit's flush carries the pass's")
+            client.close()
+        }
+    }
+
+    /// A transaction LMDB could not commit (the map full) runs again, and its records are written over
+    /// the failed attempt's in the journal; the map grown, the journal's head is checkpointed again.
+    /// The journal then holds exactly the log's records past its head.
+    @Test func aTransactionRunAgainAfterTheMapGrewIsJournaledOnce() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            var options = EventLog.Options()
+            options.mapSize = 256 << 10
+            let log = try EventLog(path: folder + "/log", options: options)
+            let before = log.environment.mapSize
+            for round in 0..<40 {
+                try log.transaction(sync: .standard) { appender in
+                    for _ in 0..<20 { try appender.append(.networkSwitched(NetworkSwitched(enabled: round % 2 == 0))) }
+                }
+            }
+            #expect(log.environment.mapSize > before, "the map grew")
+            let journal = try Journal(path: folder + "/log/journal", metaPagesSize: 2 * log.environment.pageSize, readOnly: true)
+            let head = try #require(journal.head)
+            let journaled = try journal.committed()
+            let stored = try log.storedRecords().filter { $0.sequence > head.sequence }
+            #expect(journaled.map(\.sequence) == stored.map(\.sequence))
+            #expect(journaled.map(\.record) == stored.map(\.bytes))
+            #expect(!journaled.isEmpty)
+            journal.close()
+            log.close()
+        }
+    }
+
+    /// A log closed is checkpointed: its journal holds nothing past its head, and the next open has
+    /// nothing to recover.
+    @Test func aClosedLogLeavesNothingToRecover() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let client = try await openClient(folder + "/log")
+            for index in Int64(1)...5 { try await client.enqueue(todo(index)) }
+            client.close()
+            let journal = try Journal(path: folder + "/log/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
+            #expect(try journal.committed().isEmpty)
+            #expect(journal.head != nil)
+            journal.close()
+        }
+    }
+
+    private func original(_ log: String) throws -> [(sequence: UInt64, bytes: [UInt8])] {
+        let inspector = try LogInspector(path: log)
+        defer { inspector.log.close() }
+        return try inspector.log.storedRecords()
+    }
+
+    private func cancelledIDs(_ client: OutboxClient) throws -> [WriteID] {
+        var ids: [WriteID] = []
+        try client.log.forEachEvent { event in
+            if case .writeCancelled(let cancelled) = event.event { ids.append(cancelled.writeId) }
+            return true
+        }
+        return ids
+    }
+
+    private static func bytes(of file: String) throws -> [UInt8] {
+        [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+    }
+
+    private static func page(_ file: [UInt8], _ start: Int, _ size: Int) -> [UInt8] {
+        start + size <= file.count ? Array(file[start..<(start + size)]) : [UInt8](repeating: 0, count: size)
+    }
+}
