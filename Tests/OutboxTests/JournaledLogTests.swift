@@ -151,6 +151,46 @@ import Testing
         }
     }
 
+    /// Another process's checkpoint made without a commit after it (its close, or its recovery) is a
+    /// newer head in the file: this process checkpoints again before its next commit, so that the
+    /// commit follows the newest head (recovery reads only the newest head's commits).
+    @Test func aHeadWrittenByAnotherProcessIsFollowedByACheckpoint() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            let client = try await openClient(log)
+            try await client.enqueue(todo(1))
+            let journal = try #require(client.log.journal)
+            let before = journal.checkpoints
+            let other = try Journal(path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
+            try other.checkpoint(sequence: try client.eventCount(), metaPages: try client.log.environment.metaPages())
+            other.close()
+            try await client.enqueue(todo(2))
+            #expect(journal.checkpoints == before + 1)
+            let read = try Journal(path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
+            #expect(try read.committed().last?.sequence == (try client.eventCount()))
+            read.close()
+            client.close()
+        }
+    }
+
+    /// A log that has a journal, opened `.noSync`, commits through the journal too (without
+    /// flushing): a later recovery from the journal's head would otherwise write over its commits.
+    @Test func aNoSyncOpenOfAJournaledLogAppendsToTheJournal() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            try await openClient(log).close()
+            var configuration = testConfiguration()
+            configuration.durability = .noSync
+            let client = try await openClient(log, configuration: configuration)
+            try await client.enqueue(todo(1))
+            #expect(client.log.lastCommitMayBeUndoneByPowerLoss, "appended, not flushed")
+            let read = try Journal(path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
+            #expect(try read.committed().last?.sequence == (try client.eventCount()))
+            read.close()
+            client.close()
+        }
+    }
+
     private func original(_ log: String) throws -> [(sequence: UInt64, bytes: [UInt8])] {
         let inspector = try LogInspector(path: log)
         defer { inspector.log.close() }

@@ -10,9 +10,10 @@ internal import Synchronization
 /// The journal's head is trusted only while the process that wrote it holds its snapshot; so a
 /// transaction checkpoints before its work whenever this process did not make the last commit
 /// through the journal (another process wrote since, or this one outside the journal: a rebuild, a
-/// compaction), whenever its snapshot is no longer held (the map grew or the file was compacted), and
-/// when LMDB has used many pages since the checkpoint (they cannot be reused while it is held). It
-/// checkpoints after its work when its records do not fit after the last commit.
+/// compaction), whenever another process checkpointed since (a newer head in the file), whenever
+/// its snapshot is no longer held (the map grew or the file was compacted), and when LMDB has used
+/// many pages since the checkpoint (they cannot be reused while it is held). It checkpoints after its
+/// work when its records do not fit after the last commit.
 final class CommitJournal: Sendable {
     /// Where the journal of the environment at `environmentPath` lives.
     static func path(forEnvironment environmentPath: String, isFolder: Bool) -> String {
@@ -29,6 +30,8 @@ final class CommitJournal: Sendable {
         var committedEnd = 0
         /// LMDB's pages in use at the last checkpoint.
         var pagesAtCheckpoint = 0
+        /// Whether this process appended commits since its last checkpoint.
+        var appendedSinceCheckpoint = false
         var checkpoints = 0
     }
 
@@ -36,15 +39,19 @@ final class CommitJournal: Sendable {
     /// asked for from outside it (`flush`).
     private let state: Mutex<State>
     let path: String
+    /// Whether commits are flushed in the journal (a `.full` log); a `.noSync` open of a log that has
+    /// a journal appends its commits without flushing them, so that a killed process loses none.
+    let flushes: Bool
 
-    init(_ journal: Journal) {
+    init(_ journal: Journal, flushes: Bool) {
         path = journal.path
+        self.flushes = flushes
         state = Mutex(State(journal: journal))
     }
 
     /// Whether this process appended commits after its last checkpoint (what a checkpoint on close
     /// is for).
-    var hasCommitsPastCheckpoint: Bool { state.withLock { $0.journal.end > $0.journal.framesStart } }
+    var hasCommitsPastCheckpoint: Bool { state.withLock { $0.appendedSinceCheckpoint } }
 
     /// How many checkpoints this process made (tests).
     var checkpoints: Int { state.withLock { $0.checkpoints } }
@@ -67,7 +74,8 @@ final class CommitJournal: Sendable {
             let base = txn.transactionID - 1
             let pages = txn.pagesInUse
             let growth = max(2048, state.pagesAtCheckpoint / 8)
-            if !holdsSnapshot || state.ownedThrough != base || pages - state.pagesAtCheckpoint > growth {
+            let stale = !holdsSnapshot || state.ownedThrough != base || pages - state.pagesAtCheckpoint > growth
+            if try stale || state.journal.hasNewerHead() {
                 try Self.checkpoint(txn, &state, lastSequence: lastSequence)
             } else {
                 state.journal.rewind(to: state.committedEnd)
@@ -94,7 +102,8 @@ final class CommitJournal: Sendable {
             }
             precondition(expected == range.upperBound + 1, "a transaction's records missing from the log")
             if !journal.commitFits { try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1) }
-            try journal.writeCommit(flush: flush)
+            try journal.writeCommit(flush: flush && flushes)
+            state.appendedSinceCheckpoint = true
         }
     }
 
@@ -122,6 +131,7 @@ final class CommitJournal: Sendable {
         state.ownedThrough = txn.transactionID - 1
         state.committedEnd = state.journal.end
         state.pagesAtCheckpoint = txn.pagesInUse
+        state.appendedSinceCheckpoint = false
         state.checkpoints += 1
     }
 

@@ -63,18 +63,21 @@ package final class EventLog: Sendable {
     /// event; projections of an older layout, or behind the log, are rebuilt. Nothing scans the log
     /// otherwise, so opening a log of a million writes is immediate.
     package init(path: String, options: Options = Options()) throws {
-        let journaled = options.journaled && !options.readOnly && options.durability == .full
-        let opened = journaled ? try Self.openJournal(path: path) : nil
+        // A log opened for writing that has a journal commits through it, whatever the durability
+        // asked: a recovery would otherwise write over the commits made without it.
+        let opened =
+            options.readOnly
+            ? nil : try Self.openJournal(path: path, create: options.journaled && options.durability == .full)
         var environmentOptions = Environment.Options()
         environmentOptions.readOnly = options.readOnly
-        environmentOptions.durability = journaled ? .noSync : options.durability
+        environmentOptions.durability = opened != nil ? .noSync : options.durability
         environmentOptions.mapSize = options.mapSize
         let environment = try storageErrors(path: path) {
             try Environment(path: path, databases: Self.databaseNames, options: environmentOptions)
         }
         self.environment = environment
         self.path = path
-        journal = opened.map { CommitJournal($0.journal) }
+        journal = opened.map { CommitJournal($0.journal, flushes: options.durability == .full) }
         clock = options.clock
         random = options.random
         crashPlan = options.crashPlan
@@ -135,18 +138,20 @@ package final class EventLog: Sendable {
         }
     }
 
-    /// Opens the journal of the log at `path` (made when missing). When no other process has the log
+    /// Opens the journal of the log at `path` (made when missing and `create` says so; nil when
+    /// missing otherwise). When no other process has the log
     /// open for writing, and the journal holds commits past its head (the last writer was killed, or
     /// the power failed), LMDB's meta pages are put back to the head's, before LMDB opens: the
     /// commits returned are then replayed. The journal stays locked alone until the caller has done
     /// so (`lockShared`); otherwise it is locked shared, waiting for a recovery under way.
     private static func openJournal(
-        path: String
-    ) throws -> (journal: Journal, isAlone: Bool, recovered: [(sequence: UInt64, record: [UInt8])]?) {
+        path: String, create: Bool
+    ) throws -> (journal: Journal, isAlone: Bool, recovered: [(sequence: UInt64, record: [UInt8])]?)? {
         let location = try storageErrors(path: path) { try Environment.locate(path, create: true) }
+        let journalPath = CommitJournal.path(forEnvironment: location.path, isFolder: location.isFolder)
+        guard create || access(journalPath, F_OK) == 0 else { return nil }
         let pageSize = Environment.pageSize(ofDataFile: location.dataFile) ?? Int(sysconf(Int32(_SC_PAGESIZE)))
-        let journal = try Journal(
-            path: CommitJournal.path(forEnvironment: location.path, isFolder: location.isFolder), metaPagesSize: 2 * pageSize)
+        let journal = try Journal(path: journalPath, metaPagesSize: 2 * pageSize)
         guard journal.lockAlone() else {
             try journal.lockShared()
             return (journal, false, nil)
@@ -276,6 +281,7 @@ package final class EventLog: Sendable {
                 }
                 if let journal, let appended {
                     try journal.append(txn, log: log, appended, flush: sync == .standard)
+                    crashPlan?.pass(.journalAppended)
                 }
                 committed = txn.transactionID
                 return result

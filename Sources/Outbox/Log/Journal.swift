@@ -220,6 +220,17 @@ package final class Journal: @unchecked Sendable {
         end = framesStart
     }
 
+    /// Whether a slot of the file names a generation above this open's head: another process
+    /// checkpointed since (a torn head counts too). Reads the two slots' first bytes only.
+    package func hasNewerHead() throws -> Bool {
+        let mine = head?.generation ?? 0
+        for slot in 0..<2 {
+            let bytes = try read(16, at: slot * slotSize)
+            if Array(bytes[0..<4]) == Self.headMagic, Self.uint64(bytes, 8) > mine { return true }
+        }
+        return false
+    }
+
     /// The valid head of the higher generation in the file now, and its slot.
     private func newestHead() throws -> (head: Head, slot: Int)? {
         var newest: (head: Head, slot: Int)?

@@ -31,6 +31,9 @@ package enum CrashPoint: String, CaseIterable, Sendable {
     case compactionBeforeCommit = "compaction.beforeCommit"
     /// A compaction committed, before the data file is copied without its free pages.
     case compactionBeforeShrink = "compaction.beforeShrink"
+    /// Inside any transaction of a journaled log, its records appended to the journal and flushed,
+    /// before LMDB commits: the next open recovers the commit from the journal.
+    case journalAppended = "journal.appended"
 }
 
 /// Arms one crash point: at its `n`-th pass, `action` runs (by default the process kills itself with
