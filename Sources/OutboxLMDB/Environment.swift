@@ -70,6 +70,9 @@ public final class Environment: @unchecked Sendable {
     private let commits = Atomic<Int>(0)
     private let transactionsFromTasks = Atomic<Int>(0)
     private let lastCommitSkippedMeta = Atomic<Bool>(false)
+    /// Set by `WriteTransaction.commitDurably()` on an environment opened `.noSync`: `MDB_NOSYNC` is
+    /// set again once that transaction ends.
+    fileprivate let syncsThisCommit = Atomic<Bool>(false)
     private let databases: [String: Database]
     private let mapSizeNow: Mutex<Int>
     /// LMDB's page size.
@@ -423,6 +426,12 @@ public final class Environment: @unchecked Sendable {
                         try check(rc, "mdb_txn_begin", path: path)
                         let txn = WriteTransaction(handle: raw!, environment: self)
                         writeAhead()
+                        // `commitDurably` lasts for this transaction only, committed or not.
+                        defer {
+                            if syncsThisCommit.exchange(false, ordering: .relaxed) {
+                                mdb_env_set_flags(handle, UInt32(MDB_NOSYNC), 1)
+                            }
+                        }
                         let result = try body(txn)
                         if sync == .withoutMetaSync { mdb_env_set_flags(handle, UInt32(MDB_NOMETASYNC), 1) }
                         defer { if sync == .withoutMetaSync { mdb_env_set_flags(handle, UInt32(MDB_NOMETASYNC), 0) } }
@@ -697,6 +706,14 @@ extension WriteTransaction {
 
     /// LMDB's two meta pages as the data file holds them (after `flushLastCommit`, as flushed).
     package func metaPages() throws(LMDBError) -> [UInt8] { try environment.takeUnretainedValue().metaPages() }
+
+    /// Makes this transaction's commit durable as LMDB makes it (its pages flushed, then its meta
+    /// page), in an environment opened `.noSync`, whose later commits flush nothing again.
+    package func commitDurably() {
+        let environment = environment.takeUnretainedValue()
+        environment.syncsThisCommit.store(true, ordering: .relaxed)
+        mdb_env_set_flags(environment.handle, UInt32(MDB_NOSYNC), 0)
+    }
 
     /// The pages the last commit used, to its last one.
     package var pagesInUse: Int {

@@ -64,6 +64,50 @@ import Testing
         }
     }
 
+    /// A bulk enqueue larger than the journal takes is made durable by LMDB itself, after a checkpoint
+    /// of the commits the journal held before it; the commits after it checkpoint first. A power loss
+    /// then loses none of them.
+    @Test(arguments: 1...4 as ClosedRange<UInt64>)
+    func aLargeCommitIsMadeDurableByLMDBAndSurvivesAPowerLoss(seed: UInt64) async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            var random = SplitMix64(seed: seed)
+            let log = folder + "/log"
+            let client = try await openClient(log, configuration: testConfiguration(seed: seed))
+            let journal = try #require(client.log.journal)
+            var checkpointed = try Self.bytes(of: log + "/data.mdb")
+            var seen = journal.checkpoints
+            func enqueue(_ writes: [Write]) async throws -> [WriteID] {
+                let ids = try await client.enqueue(contentsOf: writes)
+                if journal.checkpoints != seen {
+                    seen = journal.checkpoints
+                    checkpointed = try Self.bytes(of: log + "/data.mdb")
+                }
+                return ids
+            }
+            var enqueued: [WriteID] = []
+            for index in Int64(0)..<8 { enqueued += try await enqueue([todo(index)]) }
+            let bulk = try await enqueue((Int64(100)..<1600).map { todo($0, "a write of the bulk enqueue") })
+            enqueued += bulk
+            // Even seeds lose the power right after the bulk enqueue, odd ones after a few more writes.
+            let after = seed % 2 == 0 ? 0 : 3 + Int64(random.next() % 6)
+            for index in Int64(0)..<after { enqueued += try await enqueue([todo(index)]) }
+            let inJournal = try Journal(path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
+            let journaled = try inJournal.committed().map(\.sequence)
+            inJournal.close()
+            #expect(journaled.count == Int(after), "only the commits after the bulk enqueue are in the journal")
+
+            let recovered = folder + "/recovered"
+            try Self.powerLoss(of: log, checkpointed: checkpointed, into: recovered, random: &random)
+            client.close()
+            let reopened = try await openClient(recovered, configuration: testConfiguration(seed: seed))
+            #expect(Set(try await reopened.queue.all().map(\.id)) == Set(enqueued))
+            reopened.close()
+            let inspector = try LogInspector(path: recovered)
+            #expect(try inspector.verify().isOK)
+            inspector.log.close()
+        }
+    }
+
     /// A recovery stopped after LMDB was put back to the journal's head (an I/O error in its replay):
     /// a read-only open refuses the log by name rather than read it without its last commits; an open
     /// for writing recovers them.

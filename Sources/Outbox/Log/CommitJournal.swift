@@ -32,6 +32,9 @@ final class CommitJournal: Sendable {
         var pagesAtCheckpoint = 0
         /// Whether this process appended commits since its last checkpoint.
         var appendedSinceCheckpoint = false
+        /// Whether this process made a commit durable through LMDB since its last checkpoint: the
+        /// head is then behind the log, and a commit appended to the journal checkpoints first.
+        var committedDurablyPastHead = false
         var checkpoints = 0
     }
 
@@ -83,8 +86,15 @@ final class CommitJournal: Sendable {
         }
     }
 
+    /// The records' bytes above which a flushed commit is made durable by LMDB itself (its pages
+    /// flushed, then its meta page) instead of through the journal: a bulk enqueue's new pages are
+    /// written in runs, and the journal would write its records a second time.
+    static let largeCommit = 64 << 10
+
     /// After a transaction's work: its records (the log's, `range`) appended as one commit, flushed
-    /// when `flush` says so; a checkpoint first when they do not fit.
+    /// when `flush` says so; a checkpoint first when they do not fit, or when a commit was made
+    /// durable by LMDB since the head. A flushed commit larger than `largeCommit` is not appended:
+    /// LMDB commits it durably, after a checkpoint of the commits the journal holds.
     func append(_ txn: borrowing WriteTransaction, log: Database, _ range: ClosedRange<UInt64>, flush: Bool) throws {
         try state.withLock { state in
             let journal = state.journal
@@ -101,7 +111,17 @@ final class CommitJournal: Sendable {
                 while more == true { more = try cursor.next(add) }
             }
             precondition(expected == range.upperBound + 1, "a transaction's records missing from the log")
-            if !journal.commitFits { try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1) }
+            if flush && flushes && journal.pendingSize > Self.largeCommit {
+                // Written once by LMDB rather than twice: after a checkpoint of the commits the journal
+                // holds past its head (a recovery would put LMDB back behind this commit otherwise).
+                if state.appendedSinceCheckpoint { try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1) }
+                txn.commitDurably()
+                state.committedDurablyPastHead = true
+                return
+            }
+            if !journal.commitFits || state.committedDurablyPastHead {
+                try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1)
+            }
             try journal.writeCommit(flush: flush && flushes)
             state.appendedSinceCheckpoint = true
         }
@@ -132,6 +152,7 @@ final class CommitJournal: Sendable {
         state.committedEnd = state.journal.end
         state.pagesAtCheckpoint = txn.pagesInUse
         state.appendedSinceCheckpoint = false
+        state.committedDurablyPastHead = false
         state.checkpoints += 1
     }
 

@@ -158,6 +158,9 @@ package final class Journal: @unchecked Sendable {
         pendingCount += 1
     }
 
+    /// The bytes of the commit being built, so far.
+    package var pendingSize: Int { pending.count }
+
     /// Whether the commit being built fits after the last commit.
     package var commitFits: Bool { end + pending.count + 4 <= capacity }
 
