@@ -43,7 +43,8 @@ final class CommitJournal: Sendable {
     private let state: Mutex<State>
     let path: String
     /// Whether commits are flushed in the journal (a `.full` log); a `.noSync` open of a log that has
-    /// a journal appends its commits without flushing them, so that a killed process loses none.
+    /// a journal appends its commits without flushing them, so that a killed process loses none (a
+    /// power loss may then cost that log its integrity, as `.noSync` says).
     let flushes: Bool
 
     init(_ journal: Journal, flushes: Bool) {
@@ -59,8 +60,8 @@ final class CommitJournal: Sendable {
     /// How many checkpoints this process made (tests).
     var checkpoints: Int { state.withLock { $0.checkpoints } }
 
-    /// Whether commits were appended without a flush since the last one: a power loss now would take
-    /// them back (a pass's commits, R2.3).
+    /// Whether commits were appended without a flush since the last one (a `.noSync` open): a power
+    /// loss now would take them back.
     var hasUnflushedCommits: Bool { state.withLock { $0.journal.hasUnflushedCommits } }
 
     /// Flushes the commits appended without a flush.
@@ -91,11 +92,15 @@ final class CommitJournal: Sendable {
     /// written in runs, and the journal would write its records a second time.
     static let largeCommit = 64 << 10
 
-    /// After a transaction's work: its records (the log's, `range`) appended as one commit, flushed
-    /// when `flush` says so; a checkpoint first when they do not fit, or when a commit was made
-    /// durable by LMDB since the head. A flushed commit larger than `largeCommit` is not appended:
-    /// LMDB commits it durably, after a checkpoint of the commits the journal holds.
-    func append(_ txn: borrowing WriteTransaction, log: Database, _ range: ClosedRange<UInt64>, flush: Bool) throws {
+    /// After a transaction's work: its records (the log's, `range`) appended as one commit and
+    /// flushed (`flushes`); a checkpoint first when they do not fit, or when a commit was made durable
+    /// by LMDB since the head. A commit larger than `largeCommit` is not appended: LMDB commits it
+    /// durably, after a checkpoint of the commits the journal holds.
+    ///
+    /// Every commit is flushed, a pass's too: LMDB's meta page of a commit not flushed may reach the
+    /// disk before its pages, and only commits the journal kept make the next open put LMDB back to
+    /// the head, so an unflushed commit lost from the journal would leave that meta page in charge.
+    func append(_ txn: borrowing WriteTransaction, log: Database, _ range: ClosedRange<UInt64>) throws {
         try state.withLock { state in
             let journal = state.journal
             journal.startCommit(first: range.lowerBound)
@@ -111,7 +116,7 @@ final class CommitJournal: Sendable {
                 while more == true { more = try cursor.next(add) }
             }
             precondition(expected == range.upperBound + 1, "a transaction's records missing from the log")
-            if flush && flushes && journal.pendingSize > Self.largeCommit {
+            if flushes && journal.pendingSize > Self.largeCommit {
                 // Written once by LMDB rather than twice: after a checkpoint of the commits the journal
                 // holds past its head (a recovery would put LMDB back behind this commit otherwise).
                 if state.appendedSinceCheckpoint { try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1) }
@@ -122,7 +127,7 @@ final class CommitJournal: Sendable {
             if !journal.commitFits || state.committedDurablyPastHead {
                 try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1)
             }
-            try journal.writeCommit(flush: flush && flushes)
+            try journal.writeCommit(flush: flushes)
             state.appendedSinceCheckpoint = true
         }
     }
