@@ -49,9 +49,7 @@ import Testing
             let recovered = folder + "/recovered"
             try Self.powerLoss(of: log, checkpointed: checkpointed, into: recovered, random: &random)
             client.close()
-            let pending = try Journal(path: recovered + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
-            #expect(try !pending.committed().isEmpty, "commits past the checkpoint to recover")
-            pending.close()
+            #expect(try !Self.journaled(recovered).isEmpty, "commits past the checkpoint to recover")
 
             let reopened = try await openClient(recovered, configuration: testConfiguration(seed: seed))
             let kept = try await reopened.queue.all().map(\.id)
@@ -91,10 +89,7 @@ import Testing
             // Even seeds lose the power right after the bulk enqueue, odd ones after a few more writes.
             let after = seed % 2 == 0 ? 0 : 3 + Int64(random.next() % 6)
             for index in Int64(0)..<after { enqueued += try await enqueue([todo(index)]) }
-            let inJournal = try Journal(path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
-            let journaled = try inJournal.committed().map(\.sequence)
-            inJournal.close()
-            #expect(journaled.count == Int(after), "only the commits after the bulk enqueue are in the journal")
+            #expect(try Self.journaled(log).count == Int(after), "only the commits after the bulk enqueue are in the journal")
 
             let recovered = folder + "/recovered"
             try Self.powerLoss(of: log, checkpointed: checkpointed, into: recovered, random: &random)
@@ -146,9 +141,7 @@ import Testing
             let log = client.log
             try log.transaction(sync: .withoutMetaSync) { try $0.append(.networkSwitched(NetworkSwitched(enabled: false))) }
             #expect(!log.lastCommitMayBeUndoneByPowerLoss)
-            let journal = try Journal(path: folder + "/log/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
-            #expect(try journal.committed().last?.sequence == (try client.eventCount()))
-            journal.close()
+            #expect(try Self.journaled(folder + "/log").last == (try client.eventCount()))
             client.close()
         }
     }
@@ -209,9 +202,7 @@ import Testing
             other.close()
             try await client.enqueue(todo(2))
             #expect(journal.checkpoints == before + 1)
-            let read = try Journal(path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
-            #expect(try read.committed().last?.sequence == (try client.eventCount()))
-            read.close()
+            #expect(try Self.journaled(log).last == (try client.eventCount()))
             client.close()
         }
     }
@@ -227,11 +218,17 @@ import Testing
             let client = try await openClient(log, configuration: configuration)
             try await client.enqueue(todo(1))
             #expect(client.log.lastCommitMayBeUndoneByPowerLoss, "appended, not flushed")
-            let read = try Journal(path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
-            #expect(try read.committed().last?.sequence == (try client.eventCount()))
-            read.close()
+            #expect(try Self.journaled(log).last == (try client.eventCount()))
             client.close()
         }
+    }
+
+    /// The sequences of the records the log's journal holds past its head.
+    private static func journaled(_ log: String) throws -> [UInt64] {
+        let journal = try Journal(
+            path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))), readOnly: true)
+        defer { journal.close() }
+        return try journal.committed().map(\.sequence)
     }
 
     private func original(_ log: String) throws -> [(sequence: UInt64, bytes: [UInt8])] {
