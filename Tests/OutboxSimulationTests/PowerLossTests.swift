@@ -10,9 +10,13 @@ import Testing
 /// The simulation's storage model of a power loss (`PowerLoss`), and what R2.3 promises under it.
 @Suite("Power loss")
 struct PowerLossTests {
-    /// No automatic passes; a manual clock and a seeded generator.
+    /// No automatic passes; a manual clock and a seeded generator. The log commits as the simulation's
+    /// do (`.noSync`, its power losses modelled as `.full` durability without a journal would meet
+    /// them): a log with a journal flushes a pass's commits too, and no power loss undoes them
+    /// (`JournaledLogTests`).
     static func configuration() -> OutboxConfiguration {
-        var configuration = OutboxConfiguration(autoSync: false)
+        var configuration = OutboxConfiguration(autoSync: false, durability: .noSync)
+        configuration.powerLossIsSimulated = true
         configuration.clock = ManualClock()
         configuration.random = SeededRandomSource(seed: 7)
         return configuration
