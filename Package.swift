@@ -54,7 +54,7 @@ let package = Package(
         // again, with the fuzzer's coverage), so the test suite replays their crashers. Not a product.
         .target(name: "OutboxFuzzing", dependencies: ["Outbox", "OutboxScenario", "OutboxTesting", "OutboxTool"]),
         // `outbox simulate`: the deterministic simulation with faults (TESTING.md §1).
-        .target(name: "OutboxSimulation", dependencies: ["Outbox", "OutboxTesting"]),
+        .target(name: "OutboxSimulation", dependencies: ["Outbox", "OutboxLMDB", "OutboxTesting"]),
         // Child processes waited for safely from any thread or task (the tool's harnesses, the benchmarks,
         // the tests); no app links it.
         .target(name: "OutboxProcess"),

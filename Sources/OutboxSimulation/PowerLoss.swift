@@ -1,4 +1,6 @@
 internal import Foundation
+internal import Outbox
+internal import OutboxLMDB
 
 /// The simulation's storage model of a power loss (TESTING.md §1, §2; SPEC R2.3).
 ///
@@ -41,6 +43,18 @@ enum PowerLoss {
         let (newer, older) = ids.0 > ids.1 ? (UInt64(0), second) : (UInt64(pageSize), first)
         try handle.seek(toOffset: newer + UInt64(metaOffset))
         try handle.write(contentsOf: older[metaOffset..<(metaOffset + metaLength)])
+    }
+
+    /// A journaled log's power loss: LMDB's meta pages written back to the journal's head's, when the
+    /// journal holds commits after it (otherwise LMDB's last commit was flushed: a checkpoint, or a
+    /// commit LMDB made durable itself). Returns whether it did.
+    static func putLMDBBackToTheJournalsHead(folder: String) throws -> Bool {
+        let pageSize = Environment.pageSize(ofDataFile: folder + "/data.mdb") ?? Int(sysconf(Int32(_SC_PAGESIZE)))
+        let journal = try Journal(path: folder + "/journal", metaPagesSize: 2 * pageSize, readOnly: true)
+        defer { journal.close() }
+        guard let head = journal.head, try !journal.committed().isEmpty else { return false }
+        try Environment.restoreMetaPages(head.metaPages, path: folder)
+        return true
     }
 
     private static func page(_ handle: FileHandle, at offset: UInt64, length: Int) throws -> [UInt8] {

@@ -31,11 +31,13 @@ package enum Simulator {
     /// The default number of steps per seed.
     package static let defaultSteps = 200
 
-    package static func run(seed: UInt64, steps: Int = defaultSteps) async -> SimulationResult {
+    /// `journaled`: the log commits through a journal (`OutboxConfiguration.journalIsSimulated`), and
+    /// each power loss puts LMDB back to the journal's head.
+    package static func run(seed: UInt64, steps: Int = defaultSteps, journaled: Bool = false) async -> SimulationResult {
         let folder = TemporaryFolder(prefix: "outbox-sim-\(seed)").path
         // OUTBOX_SIM_KEEP=1 keeps a failing seed's log for `outbox log` and `outbox history`.
         let keep = ProcessInfo.processInfo.environment["OUTBOX_SIM_KEEP"] != nil
-        var run = SimulationRun(seed: seed, folder: folder)
+        var run = SimulationRun(seed: seed, folder: folder, journaled: journaled)
         var failures: [String] = []
         do {
             try await run.start()
@@ -154,7 +156,7 @@ struct SimulationRun {
     var statusTexts: [String] = []
     var currentToken: String?
 
-    init(seed: UInt64, folder: String) {
+    init(seed: UInt64, folder: String, journaled: Bool) {
         self.seed = seed
         self.folder = folder
         var rng = SplitMix64(seed: seed)
@@ -171,6 +173,7 @@ struct SimulationRun {
         configuration.clock = clock
         configuration.random = random
         configuration.powerLossIsSimulated = true
+        configuration.journalIsSimulated = journaled
         if rng.chance(0.1) { configuration.initialMapSize = 256 << 10 }
         self.configuration = configuration
         users = (0..<(1 + rng.below(4))).map { "user\($0)" }
@@ -475,8 +478,17 @@ struct SimulationRun {
         crashes += 1
         await outbox.idle()
         let undo = storageRng.chance(0.5) && outbox.log.lastCommitMayBeUndoneByPowerLoss
+        // A journaled log: a power loss leaves LMDB's pages after the journal's head anywhere (modelled
+        // as LMDB back at the head; its snapshot held, they are free pages there), and every commit
+        // in the journal; the next open recovers them.
+        let backToHead = configuration.journalIsSimulated && storageRng.chance(0.5)
+        outbox.log.leaveJournalOnClose()
         outbox.close()
         client = nil
+        if backToHead, try PowerLoss.putLMDBBackToTheJournalsHead(folder: folder) {
+            powerLosses += 1
+            trace.add("power loss")
+        }
         if undo {
             try PowerLoss.undoLastCommit(file: folder + "/data.mdb")
             powerLosses += 1

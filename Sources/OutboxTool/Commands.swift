@@ -66,7 +66,7 @@ package enum Commands {
                                                        one pass of the queued writes to a real server (token from
                                                        OUTBOX_ACCESS_TOKEN, apikey from OUTBOX_APIKEY)
           scenario <file> [--json]                      runs a scenario (SCENARIOS.md) against the simulated instance
-          simulate (--seed S | --seeds N [--start S] | --regressions FILE) [--steps L] [--seconds T]
+          simulate (--seed S | --seeds N [--start S] | --regressions FILE) [--steps L] [--seconds T] [--journaled]
                                                        the deterministic simulation with faults
           crash [--kills M] [--seed S]                  the SIGKILL crash harness: named crash points, random kills
           damage [--samples N] [--seed S]               the damaged-log suite: record bytes, truncations, page bytes
@@ -186,8 +186,8 @@ package enum Commands {
         not (each failure printed), 2 when the file is not a valid scenario (naming the step and field).
         """,
         "simulate": """
-        usage: outbox simulate --seed S [--steps L]
-               outbox simulate [--seeds N] [--start S] [--regressions FILE] [--steps L] [--seconds T] [--jobs J]
+        usage: outbox simulate --seed S [--steps L] [--journaled]
+               outbox simulate [--seeds N] [--start S] [--regressions FILE] [--steps L] [--seconds T] [--jobs J] [--journaled]
 
         Runs the deterministic simulation (TESTING.md section 1): per seed, a random workload of users,
         writes and queue calls against the simulated instance behind a faulty network (drops, lost
@@ -196,7 +196,9 @@ package enum Commands {
         one seed twice (I11) and prints its trace; --seeds runs N seeds from --start (1), --regressions
         the seeds listed in FILE (one per line, # comments), within --seconds. Prints each failing seed
         with 'reproduce: outbox simulate --seed S', and a closing line 'sim: N seeds, F failed'.
-        Exit 0 when none failed, 1 otherwise.
+        --journaled runs each log through a journal, as a .full log commits (without its flushes), its
+        power losses putting LMDB back to the journal's head: the closing line is then
+        'sim (journaled): N seeds, F failed'. Exit 0 when none failed, 1 otherwise.
         """,
         "crash": """
         usage: outbox crash [--kills M] [--seed S] [--points LABEL,LABEL]

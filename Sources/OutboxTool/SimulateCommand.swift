@@ -6,13 +6,16 @@ extension Commands {
     static func simulate(_ words: [String]) async throws -> Exit {
         let args = try Arguments(
             command: "simulate", words: words, options: ["seed", "seeds", "start", "steps", "seconds", "jobs", "regressions"],
-            flags: [])
+            flags: ["journaled"])
+        let journaled = args.flag("journaled")
         guard args.positionals.isEmpty else { throw UsageError(message: "simulate takes options only") }
+        let suffix = journaled ? " --journaled" : ""
+        let label = journaled ? " (journaled)" : ""
         let steps = Int(try args.unsigned("steps") ?? UInt64(Simulator.defaultSteps))
         guard steps >= 1 else { throw UsageError(message: "--steps takes a number from 1") }
         if let seed = try args.unsigned("seed") {
-            let first = await Simulator.run(seed: seed, steps: steps)
-            let second = await Simulator.run(seed: seed, steps: steps)
+            let first = await Simulator.run(seed: seed, steps: steps, journaled: journaled)
+            let second = await Simulator.run(seed: seed, steps: steps, journaled: journaled)
             say(
                 "seed \(seed): \(first.steps) steps, \(first.enqueued) writes, \(first.requests) requests, \(first.applied) applied, \(first.crashes) crashes (\(first.powerLosses) undid a commit)"
             )
@@ -21,8 +24,8 @@ extension Commands {
             var failures = first.failures
             if first.traceHash != second.traceHash { failures.append("I11: the same seed gave another trace the second time") }
             for failure in failures { say("  " + failure) }
-            if !failures.isEmpty { say("reproduce: outbox simulate --seed \(seed) --steps \(steps)") }
-            say("sim: 1 seeds, \(failures.isEmpty ? 0 : 1) failed")
+            if !failures.isEmpty { say("reproduce: outbox simulate --seed \(seed) --steps \(steps)\(suffix)") }
+            say("sim\(label): 1 seeds, \(failures.isEmpty ? 0 : 1) failed")
             return failures.isEmpty ? .success : .notSo
         }
         var seeds: [(seed: UInt64, steps: Int)] = []
@@ -52,7 +55,7 @@ extension Commands {
                 guard next < seeds.endIndex, Date() < deadline else { return }
                 let (seed, length) = seeds[next]
                 next += 1
-                group.addTask { await Simulator.run(seed: seed, steps: length) }
+                group.addTask { await Simulator.run(seed: seed, steps: length, journaled: journaled) }
             }
             for _ in 0..<jobs { launch() }
             while let result = await group.next() {
@@ -64,13 +67,16 @@ extension Commands {
                     failed.append(result)
                     say("seed \(result.seed) failed:")
                     for failure in result.failures { say("  " + failure) }
-                    say("reproduce: outbox simulate --seed \(result.seed) --steps \(result.steps)")
+                    say("reproduce: outbox simulate --seed \(result.seed) --steps \(result.steps)\(suffix)")
                 }
                 launch()
             }
         }
-        say("crashes: \(crashes), of which \(powerLosses) power losses undid the last commit; \(compactions) compactions")
-        say("sim: \(ran) seeds, \(failed.count) failed")
+        say(
+            journaled
+                ? "crashes: \(crashes), of which \(powerLosses) power losses put LMDB back to the journal's head; \(compactions) compactions"
+                : "crashes: \(crashes), of which \(powerLosses) power losses undid the last commit; \(compactions) compactions")
+        say("sim\(label): \(ran) seeds, \(failed.count) failed")
         return failed.isEmpty ? .success : .notSo
     }
 }

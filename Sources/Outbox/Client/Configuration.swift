@@ -44,6 +44,10 @@ public struct OutboxConfiguration: Sendable {
     /// durability would meet them (`PowerLoss`: only a commit made without the meta sync is undone):
     /// the pass then works the acknowledged watermark out as with `.full`.
     package var powerLossIsSimulated = false
+    /// The simulation's journaled logs: `.noSync` logs that commit through a journal (a small one)
+    /// as `.full` logs do, without its flushes; the simulation's power losses then put LMDB back to
+    /// the journal's head, and the next open recovers the commits after it.
+    package var journalIsSimulated = false
 
     /// The settings an app usually sets; the others keep their defaults.
     public init(

@@ -103,6 +103,7 @@ public final class OutboxClient: Sendable {
         options.random = configuration.random
         options.crashPlan = configuration.crashPlan
         options.powerLossIsSimulated = configuration.powerLossIsSimulated
+        options.journalIsSimulated = configuration.journalIsSimulated
         options.archiveFolder = configuration.archiveFolder
         let log = try EventLog(path: path, options: options)
         let (user, deadline, origin) = try log.read { (try $0.session()?.user, try $0.retryAfterUntil(), try? $0.origin()) }

@@ -37,6 +37,8 @@ package final class EventLog: Sendable {
     let journal: CommitJournal?
     /// Where the segments that compactions moved out of the log are (R8.5).
     package let archive: Archive
+    /// Cleared by `leaveJournalOnClose`.
+    private let checkpointsOnClose = Atomic<Bool>(true)
 
     package static let databaseNames = ["log"] + ProjectionTable.allCases.map(\.rawValue)
 
@@ -56,6 +58,8 @@ package final class EventLog: Sendable {
         /// (`CommitJournal`): each commit flushed once, sequentially, where LMDB flushes its pages in
         /// place and its meta page after them.
         package var journaled = true
+        /// `OutboxConfiguration.journalIsSimulated`.
+        package var journalIsSimulated = false
         package init() {}
     }
 
@@ -65,9 +69,12 @@ package final class EventLog: Sendable {
     package init(path: String, options: Options = Options()) throws {
         // A log opened for writing that has a journal commits through it, whatever the durability
         // asked: a recovery would otherwise write over the commits made without it.
+        let simulated = options.journalIsSimulated && options.durability == .noSync
         let opened =
             options.readOnly
-            ? nil : try Self.openJournal(path: path, create: options.journaled && options.durability == .full)
+            ? nil
+            : try Self.openJournal(
+                path: path, create: options.journaled && (options.durability == .full || simulated), simulated: simulated)
         var environmentOptions = Environment.Options()
         environmentOptions.readOnly = options.readOnly
         environmentOptions.durability = opened != nil ? .noSync : options.durability
@@ -77,7 +84,7 @@ package final class EventLog: Sendable {
         }
         self.environment = environment
         self.path = path
-        journal = opened.map { CommitJournal($0.journal, flushes: options.durability == .full) }
+        journal = opened.map { CommitJournal($0.journal, flushes: options.durability == .full || simulated) }
         clock = options.clock
         random = options.random
         crashPlan = options.crashPlan
@@ -145,13 +152,16 @@ package final class EventLog: Sendable {
     /// commits returned are then replayed. The journal stays locked alone until the caller has done
     /// so (`lockShared`); otherwise it is locked shared, waiting for a recovery under way.
     private static func openJournal(
-        path: String, create: Bool
+        path: String, create: Bool, simulated: Bool
     ) throws -> (journal: Journal, isAlone: Bool, recovered: [(sequence: UInt64, record: [UInt8])]?)? {
         let location = try storageErrors(path: path) { try Environment.locate(path, create: true) }
         let journalPath = CommitJournal.path(forEnvironment: location.path, isFolder: location.isFolder)
         guard create || access(journalPath, F_OK) == 0 else { return nil }
         let pageSize = Environment.pageSize(ofDataFile: location.dataFile) ?? Int(sysconf(Int32(_SC_PAGESIZE)))
-        let journal = try Journal(path: journalPath, metaPagesSize: 2 * pageSize)
+        let journal =
+            simulated
+            ? try Journal(path: journalPath, metaPagesSize: 2 * pageSize, capacity: 256 << 10, syncs: false)
+            : try Journal(path: journalPath, metaPagesSize: 2 * pageSize)
         guard journal.lockAlone() else {
             try journal.lockShared()
             return (journal, false, nil)
@@ -426,7 +436,7 @@ package final class EventLog: Sendable {
     /// Closes the LMDB environment once running transactions end: the path can be opened again.
     package func close() {
         // The next open then finds nothing to recover (a failure here leaves it to that open).
-        if journal?.hasCommitsPastCheckpoint == true { try? checkpoint() }
+        if journal?.hasCommitsPastCheckpoint == true, checkpointsOnClose.load(ordering: .relaxed) { try? checkpoint() }
         journal?.close()
         commitMark?.close()
         archive.close()
@@ -440,6 +450,10 @@ package final class EventLog: Sendable {
         let callback = observer.map { Callback($0) }
         commitObserver.withLock { $0 = callback }
     }
+
+    /// Makes `close` leave the journal as a killed process would, its commits after the head not
+    /// checkpointed (the simulation's crashes).
+    package func leaveJournalOnClose() { checkpointsOnClose.store(false, ordering: .relaxed) }
 
     /// Tells the observer of a commit's events.
     func didCommit(_ events: [RecordedEvent]) {

@@ -64,13 +64,18 @@ package final class Journal: @unchecked Sendable {
     private var pendingCount = 0
     /// Whether commits were written since the last flush (`writeCommit(flush: false)`).
     package private(set) var hasUnflushedCommits = false
+    /// Whether a flush reaches the disk (`fdatasync`); the simulation's journals only count them.
+    private let syncs: Bool
 
     /// Opens the journal at `path` for meta pages of `metaPagesSize` bytes in all, making it when
     /// missing (`capacity` bytes of zeros, flushed). Finds its head and the end of its commits.
     /// `readOnly` opens an existing journal to read it, changing nothing (throws `.doesNotExist` when
     /// there is none).
-    package init(path: String, metaPagesSize: Int, capacity: Int = Journal.defaultCapacity, readOnly: Bool = false) throws {
+    package init(
+        path: String, metaPagesSize: Int, capacity: Int = Journal.defaultCapacity, readOnly: Bool = false, syncs: Bool = true
+    ) throws {
         self.path = path
+        self.syncs = syncs
         slotSize = (32 + metaPagesSize + 4095) / 4096 * 4096
         precondition(capacity > 2 * slotSize, "a journal smaller than its heads")
         let fd = readOnly ? open(path, O_RDONLY | O_CLOEXEC) : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -87,7 +92,7 @@ package final class Journal: @unchecked Sendable {
         if size < capacity && !readOnly {
             let zeros = [UInt8](repeating: 0, count: capacity - size)
             let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(size)) }
-            guard written == zeros.count, fsync(fd) == 0 else {
+            guard written == zeros.count, !syncs || fsync(fd) == 0 else {
                 closeDescriptor(fd)
                 throw Self.failure(path, "cannot make the journal")
             }
@@ -189,7 +194,7 @@ package final class Journal: @unchecked Sendable {
 
     /// Flushes the commits written without a flush.
     package func flush() throws {
-        guard fdatasync(descriptor) == 0 else { throw failure("cannot flush the journal") }
+        guard !syncs || fdatasync(descriptor) == 0 else { throw failure("cannot flush the journal") }
         hasUnflushedCommits = false
     }
 
