@@ -69,7 +69,7 @@ import Testing
             disk.replaceSubrange(0..<(2 * pageSize), with: flushed[0..<(2 * pageSize)])
             let recovered = path + "/recovered"
             try FileManager.default.createDirectory(atPath: recovered, withIntermediateDirectories: true)
-            FileManager.default.createFile(atPath: recovered + "/data.mdb", contents: Data(disk))
+            #expect(FileManager.default.createFile(atPath: recovered + "/data.mdb", contents: Data(disk)))
             let contents = UnflushedStore(path: recovered).contents()
             let whole = contents == snapshot
             #expect(whole, "recovered \(contents.count) keys; the flushed snapshot held \(snapshot.count)")

@@ -254,7 +254,7 @@ import Testing
         }
         let recovered = folder.path + "/recovered"
         try FileManager.default.createDirectory(atPath: recovered, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: recovered + "/data.mdb", contents: Data(disk))
+        #expect(FileManager.default.createFile(atPath: recovered + "/data.mdb", contents: Data(disk)))
         try Environment.restoreMetaPages(head.metaPages, path: recovered)
         let reopened = try Environment(path: recovered, databases: ["t"])
         defer { reopened.close() }

@@ -1,4 +1,4 @@
-package import OutboxLMDB
+internal import OutboxLMDB
 internal import Synchronization
 
 /// A log's commits through its journal (decision 016): LMDB commits without flushing anything, and
