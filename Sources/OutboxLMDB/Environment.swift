@@ -616,6 +616,20 @@ public final class Environment: @unchecked Sendable {
         return size >= 512 && size <= 65536 ? size : nil
     }
 
+    /// Whether the data file holds every page the meta pages `pages` (as `metaPages()` returned them)
+    /// name: a file that is shorter is not the one they were taken from.
+    package static func metaPagesFit(_ pages: [UInt8], dataFile: String) throws(LMDBError) -> Bool {
+        var info = stat()
+        guard stat(dataFile, &info) == 0 else { throw LMDBError(.system(errno, call: "stat(\(dataFile))"), path: dataFile) }
+        let pageSize = pages.count / 2
+        // Each meta page: a 16-byte page header, then the meta, whose last page number is at 120
+        // (after the magic, version, address, map size and the two databases' records).
+        func lastPage(_ page: Int) -> Int {
+            (0..<8).reduce(0) { $0 | Int(pages[page * pageSize + 16 + 120 + $1]) << (8 * $1) }
+        }
+        return (max(lastPage(0), lastPage(1)) + 1) * pageSize <= Int(info.st_size)
+    }
+
     /// Writes `pages` (two meta pages `metaPages()` returned) over those of the data file of the
     /// environment at `path`, which must not be open, and flushes them: LMDB then opens the snapshot
     /// they name.

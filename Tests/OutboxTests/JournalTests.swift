@@ -181,6 +181,21 @@ import Testing
         #expect(try journal(folder).lockAlone())
     }
 
+    /// A journal its writer was still making (killed before the zeros were all written) reads, opened
+    /// read-only, as one with no head and no commits; opened for writing it is made whole.
+    @Test func aJournalCutShortWhileMadeReadsAsEmpty() throws {
+        let folder = TemporaryFolder(created: true)
+        defer { folder.remove() }
+        #expect(FileManager.default.createFile(atPath: folder.path + "/journal", contents: Data(count: 5000)))
+        let read = try Journal(path: folder.path + "/journal", metaPagesSize: Self.metas.count, readOnly: true)
+        #expect(read.head == nil)
+        #expect(try read.committed().isEmpty)
+        read.close()
+        let written = try journal(folder)
+        #expect(written.capacity == 64 << 10)
+        written.close()
+    }
+
     /// Pins the bytes of a commit (a change of the format shows here first).
     @Test func aCommitsBytesArePinned() throws {
         let folder = TemporaryFolder(created: true)

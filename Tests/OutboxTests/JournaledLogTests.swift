@@ -103,6 +103,30 @@ import Testing
         }
     }
 
+    /// A journal whose head names pages past the end of the data file (the file was replaced since: a
+    /// compaction killed between its copy and the checkpoint after it, before the compaction's own
+    /// checkpoint first was made) is refused by name when it would be recovered, never written over
+    /// a file it was not taken from.
+    @Test func aJournalCheckpointedOnALargerDataFileIsRefusedByName() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            let client = try await openClient(log)
+            for index in Int64(0)..<400 { try await client.enqueue(todo(index)) }
+            try client.log.checkpoint()
+            try await client.enqueue(todo(1000))
+            let copy = folder + "/copy"
+            try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
+            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+            let data = try Self.bytes(of: log + "/data.mdb")
+            #expect(FileManager.default.createFile(atPath: copy + "/data.mdb", contents: Data(data[..<(8 * pageSize)])))
+            try FileManager.default.copyItem(atPath: log + "/journal", toPath: copy + "/journal")
+            client.close()
+            let refused = #expect(throws: OutboxError.self) { try OutboxClient.open(path: copy, configuration: testConfiguration()) }
+            #expect(refused?.code == .damaged)
+            #expect(refused?.message.contains("checkpointed on a data file larger than this one") == true, "\(refused?.message ?? "")")
+        }
+    }
+
     /// A recovery stopped after LMDB was put back to the journal's head (an I/O error in its replay):
     /// a read-only open refuses the log by name rather than read it without its last commits; an open
     /// for writing recovers them.

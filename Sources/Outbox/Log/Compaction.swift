@@ -107,6 +107,8 @@ extension EventLog {
             // Nothing to archive; the file may still hold the free pages of a compaction that could not shrink it.
             let last = try lastSequence()
             let held = try read { try $0.compaction()?.horizon } ?? 1
+            // The journal's head must not name the file replaced, with commits after it to recover.
+            try checkpoint()
             let shrunk = try storageErrors(path: path) { try environment.compactFile() }
             if shrunk { try checkpoint() }
             return CompactionReport(

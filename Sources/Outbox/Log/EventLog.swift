@@ -168,6 +168,11 @@ package final class EventLog: Sendable {
         }
         let pending = try journal.committed()
         guard let head = journal.head, !pending.isEmpty else { return (journal, true, nil) }
+        guard try storageErrors(path: path, { try Environment.metaPagesFit(head.metaPages, dataFile: location.dataFile) }) else {
+            throw OutboxError.damaged(
+                path: path,
+                "its journal \(journalPath) was checkpointed on a data file larger than this one (the file was replaced since): its commits cannot be recovered onto it. Remove the journal to open the log as its data file holds it")
+        }
         try storageErrors(path: path) { try Environment.restoreMetaPages(head.metaPages, path: path) }
         return (journal, true, pending)
     }

@@ -98,7 +98,9 @@ package final class Journal: @unchecked Sendable {
             }
         }
         descriptor = fd
-        self.capacity = max(capacity, size)
+        // Read-only, a journal its writer was still making (killed before its zeros were written)
+        // is as long as it is.
+        self.capacity = readOnly ? size : max(capacity, size)
         end = 2 * slotSize
         head = try newestHead()?.head
         if head != nil { end = try scan().end }
@@ -301,6 +303,7 @@ package final class Journal: @unchecked Sendable {
     /// The head in `slot`, or nil when the slot holds none that reads (never written, or torn); a
     /// whole head of another version throws `.damaged`, naming it.
     private func readHead(slot: Int) throws -> Head? {
+        guard (slot + 1) * slotSize <= capacity else { return nil }
         let bytes = try read(slotSize, at: slot * slotSize)
         guard Array(bytes[0..<4]) == Self.headMagic else { return nil }
         let length = Int(Self.uint32(bytes, 24))
