@@ -121,9 +121,13 @@ import Testing
             #expect(FileManager.default.createFile(atPath: copy + "/data.mdb", contents: Data(data[..<(8 * pageSize)])))
             try FileManager.default.copyItem(atPath: log + "/journal", toPath: copy + "/journal")
             client.close()
-            let refused = #expect(throws: OutboxError.self) { try OutboxClient.open(path: copy, configuration: testConfiguration()) }
+            let refused = #expect(throws: OutboxError.self) {
+                try OutboxClient.open(path: copy, configuration: testConfiguration())
+            }
             #expect(refused?.code == .damaged)
-            #expect(refused?.message.contains("checkpointed on a data file larger than this one") == true, "\(refused?.message ?? "")")
+            #expect(
+                refused?.message.contains("checkpointed on a data file larger than this one") == true, "\(refused?.message ?? "")"
+            )
         }
     }
 

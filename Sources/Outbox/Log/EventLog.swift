@@ -171,7 +171,8 @@ package final class EventLog: Sendable {
         guard try storageErrors(path: path, { try Environment.metaPagesFit(head.metaPages, dataFile: location.dataFile) }) else {
             throw OutboxError.damaged(
                 path: path,
-                "its journal \(journalPath) was checkpointed on a data file larger than this one (the file was replaced since): its commits cannot be recovered onto it. Remove the journal to open the log as its data file holds it")
+                "its journal \(journalPath) was checkpointed on a data file larger than this one (the file was replaced since): its commits cannot be recovered onto it. Remove the journal to open the log as its data file holds it"
+            )
         }
         try storageErrors(path: path) { try Environment.restoreMetaPages(head.metaPages, path: path) }
         return (journal, true, pending)
