@@ -282,12 +282,10 @@ package final class EventLog: Sendable {
         let path = self.path
         let result = try storageErrors(path: path) {
             try environment.write(sync: journal == nil ? sync : .standard) { txn in
-                if let journal {
-                    let last = try Self.lastSequence(txn.unsafeAccess, log, path: path) ?? 0
-                    try journal.begin(txn, holdsSnapshot: environment.holdsSnapshot, lastSequence: last)
-                }
+                let last = try Self.lastSequence(txn.unsafeAccess, log, path: path) ?? 0
+                try journal?.begin(txn, holdsSnapshot: environment.holdsSnapshot, lastSequence: last)
                 appended = nil
-                let result = try withAppender(txn) { appender in
+                let result = try withAppender(txn, after: last) { appender in
                     let result = try body(&appender)
                     try appender.finish()
                     if let first = appender.appended.first?.sequence, let last = appender.appended.last?.sequence {
@@ -308,10 +306,12 @@ package final class EventLog: Sendable {
         return result
     }
 
-    private func withAppender<R>(_ txn: borrowing WriteTransaction, _ body: (inout Appender) throws -> R) throws -> R {
+    /// `body` with an appender whose first event follows `last`, the log's last sequence.
+    private func withAppender<R>(
+        _ txn: borrowing WriteTransaction, after last: UInt64, _ body: (inout Appender) throws -> R
+    ) throws -> R {
         let access = txn.unsafeAccess
         let log = tables.log
-        let last = try Self.lastSequence(access, log.database, path: path) ?? 0
         // Records are appended through one cursor, which stays at the log's end: no search a record.
         return try access.withLookupCursor(log) { records in
             try TransactionStore.Lookups.with(access, tables) { lookups in
