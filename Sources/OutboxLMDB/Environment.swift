@@ -630,6 +630,14 @@ public final class Environment: @unchecked Sendable {
         return (max(lastPage(0), lastPage(1)) + 1) * pageSize <= Int(info.st_size)
     }
 
+    /// The id of the newer commit that the meta pages `pages` (as `metaPages()` returned them) name.
+    package static func transactionID(ofMetaPages pages: [UInt8]) -> UInt64 {
+        let pageSize = pages.count / 2
+        // Each meta page: a 16-byte page header, then the meta, whose transaction id is at 128.
+        func id(_ page: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(pages[page * pageSize + 16 + 128 + $1]) << (8 * $1) } }
+        return max(id(0), id(1))
+    }
+
     /// Writes `pages` (two meta pages `metaPages()` returned) over those of the data file of the
     /// environment at `path`, which must not be open, and flushes them: LMDB then opens the snapshot
     /// they name.

@@ -45,16 +45,16 @@ enum PowerLoss {
         try handle.write(contentsOf: older[metaOffset..<(metaOffset + metaLength)])
     }
 
-    /// A journaled log's power loss: LMDB's meta pages written back to the journal's head's, when the
-    /// journal holds commits after it (otherwise LMDB's last commit was flushed: a checkpoint, or a
-    /// commit LMDB made durable itself). Returns whether it did.
-    static func putLMDBBackToTheJournalsHead(folder: String) throws -> Bool {
-        let pageSize = Environment.pageSize(ofDataFile: folder + "/data.mdb") ?? Int(sysconf(Int32(_SC_PAGESIZE)))
-        let journal = try Journal(path: folder + "/journal", metaPagesSize: 2 * pageSize, readOnly: true)
-        defer { journal.close() }
-        guard let head = journal.head, try !journal.committed().isEmpty else { return false }
-        try Environment.restoreMetaPages(head.metaPages, path: folder)
-        return true
+    /// A journaled log's power loss: the journal's bytes from `start` to `end`, written and not
+    /// flushed, never reached the disk (zeros, as the file was made). LMDB's data file is left as it
+    /// is: the next open puts it back to the journal's head unless the head says LMDB is whole after it.
+    static func loseJournal(folder: String, from start: Int, to end: Int) throws {
+        guard let handle = FileHandle(forUpdatingAtPath: folder + "/journal") else {
+            throw Unexpected(description: "cannot open \(folder)/journal")
+        }
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(start))
+        try handle.write(contentsOf: Data(count: end - start))
     }
 
     private static func page(_ handle: FileHandle, at offset: UInt64, length: Int) throws -> [UInt8] {

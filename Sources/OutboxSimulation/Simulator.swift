@@ -15,8 +15,11 @@ package struct SimulationResult: Sendable {
     package let applied: Int
     package let requests: Int
     package let crashes: Int
-    /// Crashes that were power losses undoing the last commit (`PowerLoss`).
+    /// Crashes that were power losses (`PowerLoss`): undoing the last commit, or, journaled, leaving
+    /// LMDB's data file to be put back to the journal's head.
     package let powerLosses: Int
+    /// Journaled power losses that took back commits written to the journal and not flushed.
+    package let journalCuts: Int
     /// Compactions that archived something (R8.5).
     package let compactions: Int
     package let rates: String
@@ -63,7 +66,8 @@ package enum Simulator {
         return SimulationResult(
             seed: seed, steps: steps, failures: Array(failures.prefix(20)), traceHash: trace, enqueued: run.writes.count,
             applied: run.transport.instance.applied.count, requests: run.requestCount,
-            crashes: run.crashes, powerLosses: run.powerLosses, compactions: run.compactions, rates: run.rates.description)
+            crashes: run.crashes, powerLosses: run.powerLosses, journalCuts: run.journalCuts, compactions: run.compactions,
+            rates: run.rates.description)
     }
 }
 
@@ -140,6 +144,7 @@ struct SimulationRun {
     /// Crashes that undid a commit (`PowerLoss`), drawn from a generator of their own so that the
     /// workloads of seeds recorded before the storage model existed stay as they were.
     var powerLosses = 0
+    var journalCuts = 0
     var storageRng: SplitMix64
     /// The shape of this seed's row keys, and its generator (for `mixed`), apart from `rng` for the same
     /// reason: every shape gives the workload of the integer keys the seeds were recorded with.
@@ -477,17 +482,25 @@ struct SimulationRun {
     mutating func crash() async throws {
         crashes += 1
         await outbox.idle()
-        let undo = storageRng.chance(0.5) && outbox.log.lastCommitMayBeUndoneByPowerLoss
-        // A journaled log: a power loss leaves LMDB's pages after the journal's head anywhere (modelled
-        // as LMDB back at the head; its snapshot held, they are free pages there), and every commit
-        // in the journal; the next open recovers them.
-        let backToHead = configuration.journalIsSimulated && storageRng.chance(0.5)
+        let journaled = configuration.journalIsSimulated
+        let undo = !journaled && storageRng.chance(0.5) && outbox.log.lastCommitMayBeUndoneByPowerLoss
+        // A journaled log: a power loss leaves LMDB's pages after the journal's head anywhere (the next
+        // open puts LMDB back to the head, its snapshot held: they are free pages there), and of the
+        // commits in the journal those flushed, then any part of the rest.
+        let unflushed = outbox.log.unflushedJournalCommits
+        let powerLoss = journaled && storageRng.chance(0.5)
+        let cut = unflushed.map { $0.lowerBound + storageRng.below($0.count + 1) }
         outbox.log.leaveJournalOnClose()
         outbox.close()
         client = nil
-        if backToHead, try PowerLoss.putLMDBBackToTheJournalsHead(folder: folder) {
+        if powerLoss {
             powerLosses += 1
             trace.add("power loss")
+            if let cut, let unflushed, cut < unflushed.upperBound {
+                try PowerLoss.loseJournal(folder: folder, from: cut, to: unflushed.upperBound)
+                journalCuts += 1
+                trace.add("journal cut at \(cut) of \(unflushed)")
+            }
         }
         if undo {
             try PowerLoss.undoLastCommit(file: folder + "/data.mdb")

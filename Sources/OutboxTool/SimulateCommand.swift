@@ -17,7 +17,7 @@ extension Commands {
             let first = await Simulator.run(seed: seed, steps: steps, journaled: journaled)
             let second = await Simulator.run(seed: seed, steps: steps, journaled: journaled)
             say(
-                "seed \(seed): \(first.steps) steps, \(first.enqueued) writes, \(first.requests) requests, \(first.applied) applied, \(first.crashes) crashes (\(first.powerLosses) undid a commit)"
+                "seed \(seed): \(first.steps) steps, \(first.enqueued) writes, \(first.requests) requests, \(first.applied) applied, \(first.crashes) crashes (\(first.powerLosses) power losses, \(first.journalCuts) of them taking back commits not flushed in the journal)"
             )
             say("faults: \(first.rates)")
             say("trace \(String(first.traceHash, radix: 16))")
@@ -47,6 +47,7 @@ extension Commands {
         var ran = 0
         var crashes = 0
         var powerLosses = 0
+        var journalCuts = 0
         var compactions = 0
         var failed: [SimulationResult] = []
         var next = seeds.startIndex
@@ -62,6 +63,7 @@ extension Commands {
                 ran += 1
                 crashes += result.crashes
                 powerLosses += result.powerLosses
+                journalCuts += result.journalCuts
                 compactions += result.compactions
                 if !result.passed {
                     failed.append(result)
@@ -74,7 +76,7 @@ extension Commands {
         }
         say(
             journaled
-                ? "crashes: \(crashes), of which \(powerLosses) power losses put LMDB back to the journal's head; \(compactions) compactions"
+                ? "crashes: \(crashes), of which \(powerLosses) power losses (\(journalCuts) of them took back commits not flushed in the journal); \(compactions) compactions"
                 : "crashes: \(crashes), of which \(powerLosses) power losses undid the last commit; \(compactions) compactions")
         say("sim\(label): \(ran) seeds, \(failed.count) failed")
         return failed.isEmpty ? .success : .notSo

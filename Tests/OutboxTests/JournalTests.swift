@@ -197,6 +197,32 @@ import Testing
     }
 
     /// Pins the bytes of a commit (a change of the format shows here first).
+    /// A head says whether LMDB is whole after it (bit 0 of its sixth byte, after the version), through
+    /// a reopen; each checkpoint says it anew.
+    @Test func aHeadSaysWhetherLMDBIsWholeAfterIt() throws {
+        let folder = TemporaryFolder(created: true)
+        defer { folder.remove() }
+        let journal = try journal(folder)
+        #expect(try journal.newestHeadSaysLMDBIsWhole(), "no head: nothing went through the journal")
+        try journal.checkpoint(sequence: 3, metaPages: Self.metas, lmdbIsWhole: true)
+        #expect(try journal.newestHeadSaysLMDBIsWhole())
+        try journal.checkpoint(sequence: 4, metaPages: Self.metas)
+        #expect(try !journal.newestHeadSaysLMDBIsWhole())
+        let slotSize = journal.slotSize
+        journal.close()
+        let reopened = try Journal(path: folder.path + "/journal", metaPagesSize: Self.metas.count, readOnly: true)
+        #expect(reopened.head?.sequence == 4)
+        #expect(reopened.head?.lmdbIsWhole == false)
+        reopened.close()
+        let handle = try #require(FileHandle(forReadingAtPath: folder.path + "/journal"))
+        defer { try? handle.close() }
+        let first = [UInt8](try handle.read(upToCount: 8) ?? Data())
+        try handle.seek(toOffset: UInt64(slotSize))
+        let second = [UInt8](try handle.read(upToCount: 8) ?? Data())
+        #expect(first == Array("OBXJ".utf8) + [1, 1, 0, 0])
+        #expect(second == Array("OBXJ".utf8) + [1, 0, 0, 0])
+    }
+
     @Test func aCommitsBytesArePinned() throws {
         let folder = TemporaryFolder(created: true)
         defer { folder.remove() }

@@ -1,6 +1,7 @@
 import Foundation
 import OutboxLMDB
 import OutboxTesting
+import Synchronization
 import Testing
 
 @testable import Outbox
@@ -63,8 +64,8 @@ import Testing
     }
 
     /// A bulk enqueue larger than the journal takes is made durable by LMDB itself, after a checkpoint
-    /// of the commits the journal held before it; the commits after it checkpoint first. A power loss
-    /// then loses none of them.
+    /// whose head says LMDB is whole after it (the next open then leaves LMDB as it is); the commits
+    /// after it checkpoint first. A power loss then loses none of them.
     @Test(arguments: 1...4 as ClosedRange<UInt64>)
     func aLargeCommitIsMadeDurableByLMDBAndSurvivesAPowerLoss(seed: UInt64) async throws {
         try await TemporaryFolder.with(created: true) { folder in
@@ -160,17 +161,181 @@ import Testing
         }
     }
 
-    /// A pass's commits (`.withoutMetaSync`, R2.3) are flushed in the journal as any other: LMDB's
-    /// meta page of a commit not flushed could reach the disk before its pages, and a commit lost from
-    /// the journal would not make the next open put LMDB back to the head.
-    @Test func aPassCommitIsFlushedInTheJournal() async throws {
+    /// A pass's commits (`.withoutMetaSync`, R2.3) are appended to the journal without a flush, each
+    /// request's going out without waiting for one; the pass flushes them when it ends, so a `sync()`
+    /// that returned has its answers on the disk.
+    @Test func aPassCommitsWithoutAFlushAndFlushesWhenItEnds() async throws {
         try await TemporaryFolder.with(created: true) { folder in
-            let client = try await openClient(folder + "/log")
-            let log = client.log
-            _ = try log.transaction(sync: .withoutMetaSync) { try $0.append(.networkSwitched(NetworkSwitched(enabled: false))) }
-            #expect(!log.lastCommitMayBeUndoneByPowerLoss)
-            #expect(try Self.journaled(folder + "/log").last == (try client.eventCount()))
+            let log = folder + "/log"
+            let seen = Mutex<[Bool]>([])
+            let opened = Mutex<EventLog?>(nil)
+            let transport = ObservedTransport(prunesByWatermark: false) { _ in
+                seen.withLock { $0.append(opened.withLock { $0!.lastCommitMayBeUndoneByPowerLoss }) }
+            }
+            var configuration = testConfiguration()
+            configuration.batchSize = 2
+            let client = try await openClient(log, configuration: configuration, transport: transport)
+            opened.withLock { $0 = client.log }
+            _ = try client.log.transaction(sync: .withoutMetaSync) {
+                try $0.append(.networkSwitched(NetworkSwitched(enabled: true)))
+            }
+            #expect(client.log.lastCommitMayBeUndoneByPowerLoss, "appended, not flushed")
+            #expect(try Self.journaled(log).last == (try client.eventCount()))
+            for index in Int64(1)...8 { try await client.enqueue(todo(index)) }
+            #expect(!client.log.lastCommitMayBeUndoneByPowerLoss, "an enqueue flushes the journal")
+            let report = try await client.sync()
+            #expect(report.syncedCount == 8)
+            // Its planning commit (the first request's attempts, R4.6), then each answer's.
+            #expect(seen.withLock { $0 } == [true, true, true, true], "no request waits for a flush")
+            #expect(!client.log.lastCommitMayBeUndoneByPowerLoss, "the pass flushed its answers when it ended")
             client.close()
+        }
+    }
+
+    /// A transport that prunes by the acknowledged watermark gets none that covers an answer a power
+    /// loss could take back: the instance forgets the answers under it (R8.9). At each request that
+    /// carries one, the disk as a power loss would leave it (the journal without what was not
+    /// flushed) is kept; each, recovered, holds the answer of every write under that request's mark.
+    @Test func aWatermarkGoesOutOnlyOverAnswersOnTheDisk() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            let copies = Mutex<[(watermark: WriteID, folder: String)]>([])
+            let opened = Mutex<EventLog?>(nil)
+            let transport = ObservedTransport(prunesByWatermark: true) { batch in
+                guard let watermark = batch.acknowledgedWatermark else { return }
+                let unflushed = try #require(opened.withLock { $0?.unflushedJournalCommits })
+                let target = folder + "/at-\(watermark.rawValue)"
+                try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+                for file in ["data.mdb", "journal"] {
+                    try FileManager.default.copyItem(atPath: log + "/" + file, toPath: target + "/" + file)
+                }
+                let handle = try #require(FileHandle(forUpdatingAtPath: target + "/journal"))
+                try handle.seek(toOffset: UInt64(unflushed.lowerBound))
+                try handle.write(contentsOf: Data(count: unflushed.count))
+                try handle.close()
+                copies.withLock { $0.append((watermark, target)) }
+            }
+            var configuration = testConfiguration()
+            configuration.batchSize = 2
+            let client = try await openClient(log, configuration: configuration, transport: transport)
+            opened.withLock { $0 = client.log }
+            for index in Int64(1)...8 { try await client.enqueue(todo(index)) }
+            #expect(try await client.sync().syncedCount == 8)
+            client.close()
+            let kept = copies.withLock { $0 }
+            #expect(kept.map(\.watermark.rawValue) == [2, 4], "the requests after the second carry one")
+            for (watermark, copy) in kept {
+                let reopened = try await openClient(copy)
+                for id in 1...watermark.rawValue {
+                    #expect(try await reopened.queue.write(WriteID(id))?.state == .accepted, "write \(id) under \(watermark)")
+                }
+                reopened.close()
+            }
+        }
+    }
+
+    /// A power loss while a pass runs: its answers after the last flush may be lost, any part of them,
+    /// and LMDB's data file may hold a meta page of theirs without its pages (each page of the file
+    /// is the checkpoint's or the latest, at random). The next open puts LMDB back to the journal's
+    /// head, which does not say LMDB is whole after it, and replays what the journal kept: every
+    /// enqueue that returned is there, the log is a prefix of the one before the power loss, and it
+    /// verifies.
+    @Test(arguments: 1...6 as ClosedRange<UInt64>)
+    func aPowerLossInAPassLosesOnlyAnswersNotFlushed(seed: UInt64) async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            let recovered = folder + "/recovered"
+            let random = Mutex(SplitMix64(seed: seed))
+            let lossAt = 2 + Int(random.withLock { $0.next() } % 4)
+            let state = Mutex<(log: EventLog?, checkpointed: [UInt8], checkpoints: Int, sends: Int, lost: Int)>(
+                (nil, [], 0, 0, 0))
+            let transport = ObservedTransport(prunesByWatermark: false) { _ in
+                try state.withLock { state in
+                    state.sends += 1
+                    guard state.sends == lossAt, let opened = state.log, let journal = opened.journal else { return }
+                    #expect(journal.checkpoints == state.checkpoints, "the pass made no checkpoint")
+                    let unflushed = try #require(opened.unflushedJournalCommits)
+                    #expect(!unflushed.isEmpty, "answers not flushed")
+                    try random.withLock { random in
+                        try Self.powerLoss(of: log, checkpointed: state.checkpointed, into: recovered, random: &random)
+                        // Even seeds lose every answer not flushed, odd ones any part of them.
+                        let cut = unflushed.lowerBound + (seed % 2 == 0 ? 0 : Int(random.next() % UInt64(unflushed.count + 1)))
+                        state.lost = unflushed.upperBound - cut
+                        let handle = try #require(FileHandle(forUpdatingAtPath: recovered + "/journal"))
+                        try handle.seek(toOffset: UInt64(cut))
+                        try handle.write(contentsOf: Data(count: state.lost))
+                        try handle.close()
+                    }
+                }
+            }
+            var configuration = testConfiguration(seed: seed)
+            configuration.batchSize = 3
+            let client = try await openClient(log, configuration: configuration, transport: transport)
+            var enqueued: [WriteID] = []
+            for index in 0..<(20 + Int(random.withLock { $0.next() } % 10)) {
+                enqueued.append(try await client.enqueue(todo(Int64(index % 7), "write \(index)")))
+            }
+            try client.log.checkpoint()
+            let checkpointed = try Self.bytes(of: log + "/data.mdb")
+            state.withLock { $0 = (client.log, checkpointed, client.log.journal!.checkpoints, 0, 0) }
+            _ = try await client.sync()
+            #expect(state.withLock { $0.sends } >= lossAt)
+            let before = try client.log.storedRecords()
+            client.close()
+
+            let reopened = try await openClient(recovered, configuration: testConfiguration(seed: seed))
+            #expect(Set(enqueued).isSubset(of: Set(try await reopened.queue.all().map(\.id))))
+            let kept = try reopened.log.storedRecords()
+            #expect(kept.count >= enqueued.count + 2, "the enqueues and what came before them")
+            #expect(kept.map(\.bytes) == before.prefix(kept.count).map(\.bytes))
+            reopened.close()
+            let inspector = try LogInspector(path: recovered)
+            #expect(try inspector.verify().isOK)
+            inspector.log.close()
+        }
+    }
+
+    /// A log its writer did not close, whose data file holds a commit its journal lost (an answer not
+    /// flushed after a checkpoint, the data file as LMDB left it): a read-only open refuses it by name, since the disk may
+    /// hold their meta page without their pages; an open for writing puts it back to the journal's
+    /// head and the commits the journal kept. A log closed is read as it is: its head says LMDB is
+    /// whole after it.
+    @Test func aLogNotClosedIsRefusedReadOnlyWhenItsDataFileIsAheadOfItsJournal() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            let client = try await openClient(log)
+            for index in Int64(1)...4 { try await client.enqueue(todo(index)) }
+            try client.log.checkpoint()
+            let flushed = try client.eventCount()
+            let unflushed = try #require(client.log.unflushedJournalCommits)
+            _ = try client.log.transaction(sync: .withoutMetaSync) {
+                try $0.append(.networkSwitched(NetworkSwitched(enabled: false)))
+            }
+            let target = folder + "/copy"
+            try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+            for file in ["data.mdb", "journal"] {
+                try FileManager.default.copyItem(atPath: log + "/" + file, toPath: target + "/" + file)
+            }
+            let handle = try #require(FileHandle(forUpdatingAtPath: target + "/journal"))
+            try handle.seek(toOffset: UInt64(unflushed.lowerBound))
+            try handle.write(contentsOf: Data(count: 4096))
+            try handle.close()
+            client.close()
+            let journal = try Journal(
+                path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))), readOnly: true)
+            #expect(journal.head?.lmdbIsWhole == true, "closed")
+            journal.close()
+
+            let refused = #expect(throws: OutboxError.self) { try LogInspector(path: target) }
+            #expect(refused?.code == .needsRecovery)
+            #expect(refused?.message.contains("was not closed") == true, "\(refused?.message ?? "")")
+            let reopened = try EventLog(path: target)
+            #expect(try reopened.lastSequence() == flushed)
+            reopened.close()
+            let inspector = try LogInspector(path: target)
+            #expect(try inspector.lastSequence() == flushed)
+            #expect(try inspector.verify().isOK)
+            inspector.log.close()
         }
     }
 
@@ -272,6 +437,22 @@ import Testing
             return true
         }
         return ids
+    }
+
+    /// Forwards each request to a `SimulatedInstance` that accepts every write, calling `observe` first.
+    private struct ObservedTransport: OutboxTransport {
+        let prunesByWatermark: Bool
+        let observe: @Sendable (OutgoingBatch) throws -> Void
+        let instance = SimulatedInstance()
+
+        func send(_ batch: OutgoingBatch, accessToken: String?) async -> RequestAnswer {
+            #expect(throws: Never.self) { try observe(batch) }
+            return await instance.send(batch, accessToken: accessToken)
+        }
+
+        func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
+            try await instance.readRow(table: table, key: key, accessToken: accessToken)
+        }
     }
 
     private static func bytes(of file: String) throws -> [UInt8] {

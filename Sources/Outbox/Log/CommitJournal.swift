@@ -2,10 +2,16 @@ internal import OutboxLMDB
 internal import Synchronization
 
 /// A log's commits through its journal (decision 016): LMDB commits without flushing anything, and
-/// each commit's records are appended to the `Journal` and flushed there, inside the write
-/// transaction, before LMDB commits; a checkpoint flushes LMDB, keeps its meta pages in the journal's
-/// head and holds that snapshot, so that after a power loss the log is that snapshot and the commits
-/// after it (`EventLog`'s recovery on open).
+/// each commit's records are appended to the `Journal`, inside the write transaction, before LMDB
+/// commits; flushed there, but for a pass's commits (R2.3), which a later flush carries (the next
+/// commit flushed, a flush before a request or at the end of the pass). A checkpoint flushes LMDB,
+/// keeps its meta pages in the journal's head and holds that snapshot, so that after a power loss the
+/// log is that snapshot and the commits after it the journal kept (`EventLog`'s recovery on open).
+///
+/// LMDB's newest meta page may reach the disk before the pages it names, so the next open puts LMDB
+/// back to the head whatever it holds, unless the head says LMDB is whole after it (`lmdbIsWhole`): a
+/// commit LMDB makes durable itself (a large one, a rebuild's, a compaction's) follows such a head,
+/// and so does nothing, once the log is closed.
 ///
 /// The journal's head is trusted only while the process that wrote it holds its snapshot; so a
 /// transaction checkpoints before its work whenever this process did not make the last commit
@@ -32,9 +38,9 @@ final class CommitJournal: Sendable {
         var pagesAtCheckpoint = 0
         /// Whether this process appended commits since its last checkpoint.
         var appendedSinceCheckpoint = false
-        /// Whether this process made a commit durable through LMDB since its last checkpoint: the
-        /// head is then behind the log, and a commit appended to the journal checkpoints first.
-        var committedDurablyPastHead = false
+        /// Whether this process's last checkpoint says LMDB is whole after it (commits LMDB makes
+        /// durable itself follow it): a commit appended to the journal checkpoints first.
+        var headIsWhole = false
         var checkpoints = 0
     }
 
@@ -53,9 +59,17 @@ final class CommitJournal: Sendable {
         state = Mutex(State(journal: journal))
     }
 
-    /// Whether this process appended commits after its last checkpoint (what a checkpoint on close
-    /// is for).
-    var hasCommitsPastCheckpoint: Bool { state.withLock { $0.appendedSinceCheckpoint } }
+    /// Whether the log's close must checkpoint: this process appended commits after its last
+    /// checkpoint, or the newest head (any process's) does not say LMDB is whole after it.
+    func needsCheckpointOnClose() throws -> Bool {
+        try state.withLock { state in
+            try state.appendedSinceCheckpoint || !state.journal.newestHeadSaysLMDBIsWhole()
+        }
+    }
+
+    /// Where the commits written since the last flush lie in the journal's file (the simulation's
+    /// power losses take them back).
+    package var unflushedCommits: Range<Int> { state.withLock { $0.journal.flushedEnd..<$0.journal.end } }
 
     /// How many checkpoints this process made (tests).
     var checkpoints: Int { state.withLock { $0.checkpoints } }
@@ -92,15 +106,15 @@ final class CommitJournal: Sendable {
     /// written in runs, and the journal would write its records a second time.
     static let largeCommit = 64 << 10
 
-    /// After a transaction's work: its records (the log's, `range`) appended as one commit and
-    /// flushed (`flushes`); a checkpoint first when they do not fit, or when a commit was made durable
-    /// by LMDB since the head. A commit larger than `largeCommit` is not appended: LMDB commits it
-    /// durably, after a checkpoint of the commits the journal holds.
+    /// After a transaction's work: its records (the log's, `range`) appended as one commit, and
+    /// flushed when `flush` says so (and the log `flushes`); a checkpoint first when they do not fit,
+    /// or when the head says LMDB is whole after it. A flushed commit larger than `largeCommit` is not
+    /// appended: LMDB commits it durably, after a head that says so.
     ///
-    /// Every commit is flushed, a pass's too: LMDB's meta page of a commit not flushed may reach the
-    /// disk before its pages, and only commits the journal kept make the next open put LMDB back to
-    /// the head, so an unflushed commit lost from the journal would leave that meta page in charge.
-    func append(_ txn: borrowing WriteTransaction, log: Database, _ range: ClosedRange<UInt64>) throws {
+    /// A commit not flushed may be lost with a power loss, and LMDB's meta page of it may reach the
+    /// disk without its pages: the head, which does not say LMDB is whole, makes the next open put
+    /// LMDB back to it and replay the commits the journal kept.
+    func append(_ txn: borrowing WriteTransaction, log: Database, _ range: ClosedRange<UInt64>, flush: Bool) throws {
         try state.withLock { state in
             let journal = state.journal
             journal.startCommit(first: range.lowerBound)
@@ -116,20 +130,34 @@ final class CommitJournal: Sendable {
                 while more == true { more = try cursor.next(add) }
             }
             precondition(expected == range.upperBound + 1, "a transaction's records missing from the log")
-            if flushes && journal.pendingSize > Self.largeCommit {
-                // Written once by LMDB rather than twice: after a checkpoint of the commits the journal
-                // holds past its head (a recovery would put LMDB back behind this commit otherwise).
-                if state.appendedSinceCheckpoint { try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1) }
-                txn.commitDurably()
-                state.committedDurablyPastHead = true
+            let flushNow = flushes && flush
+            if flushNow && journal.pendingSize > Self.largeCommit {
+                // Written once by LMDB rather than twice, after a head that says LMDB is whole after it
+                // (a recovery would put LMDB back behind this commit otherwise).
+                try Self.commitDurably(txn, &state, lastSequence: range.lowerBound - 1)
                 return
             }
-            if !journal.commitFits || state.committedDurablyPastHead {
+            if !journal.commitFits || state.headIsWhole {
                 try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1)
             }
-            try journal.writeCommit(flush: flushes)
+            try journal.writeCommit(flush: flushNow)
             state.appendedSinceCheckpoint = true
         }
+    }
+
+    /// Makes the transaction `txn` commit durably through LMDB (its pages flushed, then its meta page),
+    /// after a head that says LMDB is whole after it: for a commit made outside the journal (a
+    /// rebuild's, a compaction's). `lastSequence` is the log's last when LMDB last committed.
+    func commitDurably(_ txn: borrowing WriteTransaction, lastSequence: UInt64) throws {
+        try state.withLock { state in try Self.commitDurably(txn, &state, lastSequence: lastSequence) }
+    }
+
+    private static func commitDurably(_ txn: borrowing WriteTransaction, _ state: inout State, lastSequence: UInt64) throws {
+        // Another process's newer head may not say so.
+        if try !state.headIsWhole || state.journal.hasNewerHead() {
+            try checkpoint(txn, &state, lastSequence: lastSequence, lmdbIsWhole: true)
+        }
+        txn.commitDurably()
     }
 
     /// After LMDB committed the transaction `id`, whose records were appended (or not, `appended`).
@@ -141,23 +169,26 @@ final class CommitJournal: Sendable {
     }
 
     /// A checkpoint inside the write transaction `txn`, before its work: the log's last commit,
-    /// ending at `lastSequence`, is flushed and becomes the journal's head.
-    func checkpoint(_ txn: borrowing WriteTransaction, lastSequence: UInt64) throws {
-        try state.withLock { state in try Self.checkpoint(txn, &state, lastSequence: lastSequence) }
+    /// ending at `lastSequence`, is flushed and becomes the journal's head; `lmdbIsWhole` when no
+    /// commit through the journal follows (the log is closing, or its file is about to be replaced).
+    func checkpoint(_ txn: borrowing WriteTransaction, lastSequence: UInt64, lmdbIsWhole: Bool) throws {
+        try state.withLock { state in try Self.checkpoint(txn, &state, lastSequence: lastSequence, lmdbIsWhole: lmdbIsWhole) }
     }
 
     /// LMDB's last commit flushed, its meta pages made the journal's head, its snapshot held. Inside
     /// a write transaction, whatever it wrote: no page it wrote is one that snapshot uses, since LMDB
     /// hands a transaction only pages that no snapshot at or after the oldest one read still uses.
-    private static func checkpoint(_ txn: borrowing WriteTransaction, _ state: inout State, lastSequence: UInt64) throws {
+    private static func checkpoint(
+        _ txn: borrowing WriteTransaction, _ state: inout State, lastSequence: UInt64, lmdbIsWhole: Bool = false
+    ) throws {
         try txn.flushLastCommit()
-        try state.journal.checkpoint(sequence: lastSequence, metaPages: try txn.metaPages())
+        try state.journal.checkpoint(sequence: lastSequence, metaPages: try txn.metaPages(), lmdbIsWhole: lmdbIsWhole)
         try txn.holdLastCommit()
         state.ownedThrough = txn.transactionID - 1
         state.committedEnd = state.journal.end
         state.pagesAtCheckpoint = txn.pagesInUse
         state.appendedSinceCheckpoint = false
-        state.committedDurablyPastHead = false
+        state.headIsWhole = lmdbIsWhole
         state.checkpoints += 1
     }
 

@@ -100,30 +100,36 @@ extension EventLog {
         let bytesBefore = try storageErrors(path: path) { try environment.fileSize() }
         let planned = try storageErrors(path: path) {
             try environment.write { txn in
-                try compact(txn.unsafeAccess, before: horizon, archive: archive, logBytes: bytesBefore)
+                let access = txn.unsafeAccess
+                // Made outside the journal: durable as LMDB makes it.
+                if let journal {
+                    try journal.commitDurably(
+                        txn, lastSequence: try EventLog.lastSequence(access, tables.log.database, path: path) ?? 0)
+                }
+                return try compact(access, before: horizon, archive: archive, logBytes: bytesBefore)
             }
         }
         guard let planned else {
             // Nothing to archive; the file may still hold the free pages of a compaction that could not shrink it.
             let last = try lastSequence()
             let held = try read { try $0.compaction()?.horizon } ?? 1
-            // The journal's head must not name the file replaced, with commits after it to recover.
-            try checkpoint()
+            // The journal's head must say LMDB is whole after it: a recovery then never writes the
+            // replaced file's meta pages over the copy.
+            try checkpoint(lmdbIsWhole: true)
             let shrunk = try storageErrors(path: path) { try environment.compactFile() }
-            if shrunk { try checkpoint() }
+            if shrunk { try checkpoint(lmdbIsWhole: true) }
             return CompactionReport(
                 horizon: min(horizon ?? last + 1, last + 1, max(held, 1)), snapshot: nil, segment: nil, archivedEvents: 0,
                 archivedWrites: 0, keptEvents: 0, bytesBefore: bytesBefore,
                 bytesAfter: try storageErrors(path: path) { try environment.fileSize() }, fileShrunk: shrunk)
         }
-        // Made outside the journal: durable only once checkpointed (and the file copied next must be
-        // the journal's head before any commit follows it).
-        try checkpoint()
+        // Committed durably, after a head that says LMDB is whole after it: a recovery never writes
+        // the replaced file's meta pages over the copy made next.
         commitMark?.advance(to: planned.snapshot.sequence)
         didCommit([planned.snapshot])
         crashPlan?.pass(.compactionBeforeShrink)
         let shrunk = try storageErrors(path: path) { try environment.compactFile() }
-        if shrunk { try checkpoint() }
+        if shrunk { try checkpoint(lmdbIsWhole: true) }
         let bytesAfter = try storageErrors(path: path) { try environment.fileSize() }
         return CompactionReport(
             horizon: planned.horizon, snapshot: planned.snapshot.sequence, segment: planned.segment,

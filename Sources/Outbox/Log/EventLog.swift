@@ -20,6 +20,8 @@ package final class EventLog: Sendable {
     /// durability: true for `.full`, and for the simulation's `.noSync` logs.
     var commitsAreDurableAsFull: Bool { durability == .full || powerLossIsSimulated }
     let powerLossIsSimulated: Bool
+    /// `Options.journalIsSimulated`, for a log that has a journal.
+    let journalIsSimulated: Bool
     /// The log's and the projections' tables; projections are found by index, not by name, on the path
     /// of every put and get.
     let tables: LogTables
@@ -85,6 +87,7 @@ package final class EventLog: Sendable {
         self.environment = environment
         self.path = path
         journal = opened.map { CommitJournal($0.journal, flushes: options.durability == .full || simulated) }
+        journalIsSimulated = simulated
         clock = options.clock
         random = options.random
         crashPlan = options.crashPlan
@@ -140,17 +143,18 @@ package final class EventLog: Sendable {
         }
         if let opened, opened.isAlone {
             // What was recovered is flushed before another process may open the log.
-            if opened.recovered != nil { try checkpoint() }
+            if opened.recovered?.isEmpty == false { try checkpoint() }
             try opened.journal.lockShared()
         }
     }
 
     /// Opens the journal of the log at `path` (made when missing and `create` says so; nil when
-    /// missing otherwise). When no other process has the log
-    /// open for writing, and the journal holds commits past its head (the last writer was killed, or
-    /// the power failed), LMDB's meta pages are put back to the head's, before LMDB opens: the
-    /// commits returned are then replayed. The journal stays locked alone until the caller has done
-    /// so (`lockShared`); otherwise it is locked shared, waiting for a recovery under way.
+    /// missing otherwise). When no other process has the log open for writing, and the journal's head
+    /// does not say LMDB is whole after it (the last writer was killed, or the power failed, before it
+    /// closed the log), LMDB's meta pages are put back to the head's, before LMDB opens: whatever the
+    /// disk kept of the commits after it, its pages are whole. The commits the journal holds past the
+    /// head are returned, to be replayed. The journal stays locked alone until the caller has done so
+    /// (`lockShared`); otherwise it is locked shared, waiting for a recovery under way.
     private static func openJournal(
         path: String, create: Bool, simulated: Bool
     ) throws -> (journal: Journal, isAlone: Bool, recovered: [(sequence: UInt64, record: [UInt8])]?)? {
@@ -166,8 +170,8 @@ package final class EventLog: Sendable {
             try journal.lockShared()
             return (journal, false, nil)
         }
+        guard let head = journal.head, !head.lmdbIsWhole else { return (journal, true, nil) }
         let pending = try journal.committed()
-        guard let head = journal.head, !pending.isEmpty else { return (journal, true, nil) }
         guard try storageErrors(path: path, { try Environment.metaPagesFit(head.metaPages, dataFile: location.dataFile) }) else {
             throw OutboxError.damaged(
                 path: path,
@@ -178,10 +182,12 @@ package final class EventLog: Sendable {
         return (journal, true, pending)
     }
 
-    /// Throws `.needsRecovery` when the log's journal holds commits past `last` (the log's last
-    /// sequence in its data file) and no writer has the log open to commit them: its writer was killed
-    /// or lost power, and only an open for writing recovers them. A log with no journal (or one this
-    /// user may not read), or one a writer has open, is read as its data file holds it.
+    /// Throws `.needsRecovery` when the log was not closed (its journal's head does not say LMDB is
+    /// whole after it) and no writer has it open, and either its journal holds commits past `last`
+    /// (the log's last sequence in its data file) or LMDB committed after that head, without flushing,
+    /// pages a power loss may have torn: its writer was killed or lost power, and only an open for
+    /// writing recovers the log. A log with no journal (or one this user may not read), or one a
+    /// writer has open, is read as its data file holds it.
     private static func refuseUnrecovered(environment: Environment, last: UInt64, path: String) throws {
         let journalPath = CommitJournal.path(forEnvironment: environment.path, isFolder: environment.isFolder)
         // No journal (a log written without one, a copied data file), or one this user may not read.
@@ -193,10 +199,20 @@ package final class EventLog: Sendable {
             return  // removed since
         }
         defer { journal.close() }
-        guard let journaled = try journal.committed().last?.sequence, journaled > last, journal.hasNoWriter() else { return }
+        guard let head = journal.head, !head.lmdbIsWhole else { return }
+        let journaled = try journal.committed().last?.sequence ?? head.sequence
+        let committed = try storageErrors(path: path) { try environment.read { $0.transactionID } }
+        let checkpointed = Environment.transactionID(ofMetaPages: head.metaPages)
+        guard journaled > last || committed != checkpointed, journal.hasNoWriter() else { return }
+        if journaled > last {
+            throw OutboxError(
+                .needsRecovery,
+                "\(path): the log's commits through sequence \(journaled) are in its journal, its data file holds them through \(last) (its writer was killed or lost power): open it for writing once to recover them"
+            )
+        }
         throw OutboxError(
             .needsRecovery,
-            "\(path): the log's commits through sequence \(journaled) are in its journal, its data file holds them through \(last) (its writer was killed or lost power): open it for writing once to recover them"
+            "\(path): the log was not closed (its writer was killed or lost power), and its data file holds commits made after its journal's last checkpoint without a flush, whose pages a power loss may have torn: open it for writing once to recover it"
         )
     }
 
@@ -238,17 +254,27 @@ package final class EventLog: Sendable {
     }
 
     /// Makes every commit so far durable and the journal's head (a journaled log; nothing otherwise):
-    /// after a commit made outside the journal, and before the log is closed.
-    func checkpoint() throws {
+    /// after a recovery, around a file's compaction, and before the log is closed; `lmdbIsWhole` when no
+    /// commit through the journal follows it (`Journal.Head.lmdbIsWhole`).
+    func checkpoint(lmdbIsWhole: Bool = false) throws {
         guard let journal else { return }
         let tables = self.tables
         let path = self.path
         try storageErrors(path: path) {
             try environment.write { txn in
                 let last = try Self.lastSequence(txn.unsafeAccess, tables.log.database, path: path) ?? 0
-                try journal.checkpoint(txn, lastSequence: last)
+                try journal.checkpoint(txn, lastSequence: last, lmdbIsWhole: lmdbIsWhole)
             }
         }
+    }
+
+    /// Makes a pass's commits so far durable (a journaled log's, whose pass commits are not flushed
+    /// one by one; nothing otherwise): when the pass ends, its answers are on the disk. The
+    /// simulation's journals leave them, so that its power losses may take back a pass's last commits,
+    /// as one before this flush would.
+    func makePassDurable() throws {
+        guard let journal, !journalIsSimulated else { return }
+        try storageErrors(path: path) { try journal.flush() }
     }
 
     /// Whether a power loss now could undo the last commit: it was a pass commit, made without syncing
@@ -256,6 +282,10 @@ package final class EventLog: Sendable {
     package var lastCommitMayBeUndoneByPowerLoss: Bool {
         journal?.hasUnflushedCommits ?? environment.lastCommitSkippedMetaSync
     }
+
+    /// Where a journaled log's commits not yet flushed lie in its journal (nil without a journal): the
+    /// simulation's power losses take them back.
+    package var unflushedJournalCommits: Range<Int>? { journal?.unflushedCommits }
 
     /// Transactions on the log begun in a task's synchronous code, on Swift's pool (tests: none).
     package var transactionsBegunFromTasks: Int { environment.transactionsBegunFromTasks }
@@ -294,7 +324,7 @@ package final class EventLog: Sendable {
                     return result
                 }
                 if let journal, let appended {
-                    try journal.append(txn, log: log, appended)
+                    try journal.append(txn, log: log, appended, flush: sync == .standard)
                     crashPlan?.pass(.journalAppended)
                 }
                 committed = txn.transactionID
@@ -442,7 +472,9 @@ package final class EventLog: Sendable {
     /// Closes the LMDB environment once running transactions end: the path can be opened again.
     package func close() {
         // The next open then finds nothing to recover (a failure here leaves it to that open).
-        if journal?.hasCommitsPastCheckpoint == true, checkpointsOnClose.load(ordering: .relaxed) { try? checkpoint() }
+        if let journal, checkpointsOnClose.load(ordering: .relaxed), (try? journal.needsCheckpointOnClose()) ?? true {
+            try? checkpoint(lmdbIsWhole: true)
+        }
         journal?.close()
         commitMark?.close()
         archive.close()
@@ -546,7 +578,7 @@ package final class EventLog: Sendable {
     }
 
     /// The sequence of the log's last record, nil for an empty log; a key that is not 8 bytes is damage.
-    private static func lastSequence(_ access: some ReadableTransaction, _ log: Database, path: String) throws -> UInt64? {
+    static func lastSequence(_ access: some ReadableTransaction, _ log: Database, path: String) throws -> UInt64? {
         try access.withCursor(log) { cursor in
             try cursor.last { key, _ in
                 guard key.byteCount == 8 else {
@@ -634,6 +666,11 @@ package final class EventLog: Sendable {
         try storageErrors(path: path) {
             try environment.write { txn in
                 let access = txn.unsafeAccess
+                // Made outside the journal: durable as LMDB makes it.
+                if let journal {
+                    try journal.commitDurably(
+                        txn, lastSequence: try Self.lastSequence(access, tables.log.database, path: path) ?? 0)
+                }
                 let compacted = wasCompacted(access)
                 for table in ProjectionTable.allCases { try access.clear(tables[table]) }
                 for name in retiredProjectionDatabases { try access.deleteDatabase(named: name) }
@@ -659,8 +696,6 @@ package final class EventLog: Sendable {
                 }
             }
         }
-        // Made outside the journal: durable only once checkpointed.
-        try checkpoint()
     }
 
     /// `foldWhole` with the records read and decoded on a thread of their own, in a read transaction,

@@ -13,8 +13,9 @@ internal import Foundation
 ///
 /// The file has a fixed size (`capacity`), written with zeros when made, so that an append never
 /// lengthens it. Little-endian throughout:
-/// - two head slots of `slotSize` bytes each: "OBXJ", version 1 and three zero bytes, the generation
-///   (8; one more each checkpoint), the log's last sequence at the checkpoint (8), the length of the
+/// - two head slots of `slotSize` bytes each: "OBXJ", version 1, the head's flags (1: bit 0 says
+///   LMDB is whole after it, `Head.lmdbIsWhole`) and two zero bytes, the generation (8; one more each
+///   checkpoint), the log's last sequence at the checkpoint (8), the length of the
 ///   meta pages (4), LMDB's two meta pages as flushed, then a CRC32C of the slot's bytes before it
 ///   (4). A checkpoint writes the slot the newest head is not in, so a torn head leaves the one before
 ///   it; the head is the valid slot of the higher generation.
@@ -33,11 +34,18 @@ package final class Journal: @unchecked Sendable {
         package var sequence: UInt64
         /// LMDB's two meta pages as flushed then.
         package var metaPages: [UInt8]
+        /// Whether LMDB's data file is whole as it is after this checkpoint: every commit after it was
+        /// made durable by LMDB itself (its pages flushed, then its meta page), or none was made (the
+        /// log was closed). Otherwise commits after it may have been made without a flush, and after a
+        /// power loss LMDB's newest meta page may name pages the disk never got: the next open puts
+        /// LMDB back to this head.
+        package var lmdbIsWhole: Bool
 
-        package init(generation: UInt64, sequence: UInt64, metaPages: [UInt8]) {
+        package init(generation: UInt64, sequence: UInt64, metaPages: [UInt8], lmdbIsWhole: Bool = false) {
             self.generation = generation
             self.sequence = sequence
             self.metaPages = metaPages
+            self.lmdbIsWhole = lmdbIsWhole
         }
     }
 
@@ -59,6 +67,8 @@ package final class Journal: @unchecked Sendable {
     package private(set) var head: Head?
     /// Where the next commit goes.
     package private(set) var end: Int
+    /// Where the commits flushed end: a power loss may take back what was written after it.
+    package private(set) var flushedEnd = 0
     /// The commit being built (`startCommit`, `add`, `writeCommit`), header first.
     private var pending: [UInt8] = []
     private var pendingCount = 0
@@ -104,6 +114,7 @@ package final class Journal: @unchecked Sendable {
         end = 2 * slotSize
         head = try newestHead()?.head
         if head != nil { end = try scan().end }
+        flushedEnd = end
     }
 
     deinit { close() }
@@ -185,19 +196,20 @@ package final class Journal: @unchecked Sendable {
         let checksum = pending.withUnsafeBytes { CRC32C.update(0, $0) }
         withUnsafeBytes(of: checksum.littleEndian) { pending.append(contentsOf: $0) }
         try write(pending, at: end)
+        end += pending.count
+        capacity = max(capacity, end)
         if flush {
             try self.flush()
         } else {
             hasUnflushedCommits = true
         }
-        end += pending.count
-        capacity = max(capacity, end)
     }
 
     /// Flushes the commits written without a flush.
     package func flush() throws {
         guard !syncs || fdatasync(descriptor) == 0 else { throw failure("cannot flush the journal") }
         hasUnflushedCommits = false
+        flushedEnd = end
     }
 
     /// Puts where the next commit goes back to `offset`, where a commit LMDB then failed to commit
@@ -206,19 +218,23 @@ package final class Journal: @unchecked Sendable {
     package func rewind(to offset: Int) {
         precondition(offset >= framesStart && offset <= end, "a journal rewound past its commits")
         end = offset
+        flushedEnd = min(flushedEnd, end)
     }
 
     /// Records a checkpoint: LMDB was flushed with the log at `sequence`, and `metaPages` are its meta
-    /// pages as flushed. The head goes into the slot the newest head (of any process's checkpoint)
-    /// is not in, with the next generation, and is flushed; commits start again after the heads.
-    package func checkpoint(sequence: UInt64, metaPages: [UInt8]) throws {
+    /// pages as flushed; `lmdbIsWhole` when LMDB makes every commit after it durable itself, or none
+    /// follows (`Head.lmdbIsWhole`). The head goes into the slot the newest head (of any process's
+    /// checkpoint) is not in, with the next generation, and is flushed; commits start again after the
+    /// heads.
+    package func checkpoint(sequence: UInt64, metaPages: [UInt8], lmdbIsWhole: Bool = false) throws {
         precondition(32 + metaPages.count <= slotSize, "meta pages larger than the journal's head")
         let newest = try newestHead()
-        let next = Head(generation: (newest?.head.generation ?? 0) + 1, sequence: sequence, metaPages: metaPages)
+        let next = Head(
+            generation: (newest?.head.generation ?? 0) + 1, sequence: sequence, metaPages: metaPages, lmdbIsWhole: lmdbIsWhole)
         let slot = 1 - (newest?.slot ?? 1)
         var w = ByteWriter(capacity: slotSize)
         w.raw(Self.headMagic)
-        w.raw([1, 0, 0, 0])
+        w.raw([1, lmdbIsWhole ? 1 : 0, 0, 0])
         w.littleEndian64(next.generation)
         w.littleEndian64(next.sequence)
         w.littleEndian32(UInt32(metaPages.count))
@@ -228,7 +244,12 @@ package final class Journal: @unchecked Sendable {
         try flush()
         head = next
         end = framesStart
+        flushedEnd = end
     }
+
+    /// Whether the newest head in the file now says LMDB is whole after it (`Head.lmdbIsWhole`); true
+    /// before the first checkpoint (no commit went through the journal).
+    package func newestHeadSaysLMDBIsWhole() throws -> Bool { try newestHead()?.head.lmdbIsWhole ?? true }
 
     /// Whether a slot of the file names a generation above this open's head: another process
     /// checkpointed since (a torn head counts too). Reads the two slots' first bytes only.
@@ -315,7 +336,8 @@ package final class Journal: @unchecked Sendable {
             throw OutboxError.damaged(path: path, "the journal is of version \(bytes[4]), which this build does not read")
         }
         return Head(
-            generation: Self.uint64(bytes, 8), sequence: Self.uint64(bytes, 16), metaPages: Array(bytes[28..<(28 + length)]))
+            generation: Self.uint64(bytes, 8), sequence: Self.uint64(bytes, 16), metaPages: Array(bytes[28..<(28 + length)]),
+            lmdbIsWhole: bytes[5] & 1 != 0)
     }
 
     /// The bytes a commit of `records` takes.

@@ -215,6 +215,11 @@ struct Pass: Sendable {
             }
         }
         report.add(progress.verdicts)
+        // A journaled log commits a pass's answers without flushing them one by one: they are on the
+        // disk when the pass returns; a Retry-After that stopped it in any log (no automatic request before
+        // its deadline, R5.3, after a crash too).
+        let stoppedForAWhile = progress.stoppedBy?.retryAfter != nil
+        try await offPool { [log] in try stoppedForAWhile ? log.makeLastCommitDurable() : log.makePassDurable() }
         report.stoppedBy = progress.stoppedBy
         report.retryAfter = progress.stoppedBy?.retryAfter
         let planner = Planner(user: user, table: table, batchSize: batchSize, done: [])
@@ -247,7 +252,13 @@ struct Pass: Sendable {
     /// commit plans, when the transport prunes by it and commits reach the disk; nil otherwise.
     private func acknowledgedWatermark(after known: UInt64?) async throws -> UInt64? {
         guard transport.prunesByWatermark, log.commitsAreDurableAsFull else { return nil }
-        return try await offPool { [log] in try log.read { try Watermark.acknowledged($0, from: known ?? 0) } }
+        return try await offPool { [log] in
+            let watermark = try log.read { try Watermark.acknowledged($0, from: known ?? 0) }
+            // The instance forgets the answers under it: they reach the disk before a request carries
+            // it (a journaled log's pass commits are not flushed one by one).
+            if watermark > 0 { try log.makeLastCommitDurable() }
+            return watermark
+        }
     }
 
     /// Appends a transaction of the pass (R2.3: `MDB_NOMETASYNC`), and reads ahead for the request
