@@ -48,6 +48,13 @@ final class RawEnvironment {
     /// Flushes every commit so far, data and meta pages (`mdb_env_sync`, forced).
     func flush() { precondition(mdb_env_sync(env, 1) == 0, "mdb_env_sync") }
 
+    /// Commits made in `body` flush nothing (`MDB_NOSYNC`); `flush()` after them does.
+    func withoutFlushes(_ body: () -> Void) {
+        mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1)
+        body()
+        mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0)
+    }
+
     /// Holds a read transaction on the last commit (moved here from the one held before), so that
     /// LMDB reuses none of that snapshot's pages while it is held.
     func pinSnapshot() {
@@ -189,10 +196,16 @@ func rawAppend(path: String, records: [[UInt8]], perTransaction: Int) -> RawEnvi
 }
 
 /// The raw drain, over a log of `records` (appended 1000 a transaction before the clock starts): reads
-/// them 100 at a time by cursor and appends one outcome record each, one commit per batch, flushed as
-/// a pass's commits are (`MDB_NOMETASYNC`).
-
-func rawDrain(_ env: RawEnvironment, count: Int, batch: Int) {
+/// them 100 at a time by cursor and appends one outcome record each, one commit per batch, its data
+/// pages flushed (`MDB_NOMETASYNC`, as the engine's pass commits were before its journal); with
+/// `flushingOnce`, the commits flush nothing and one flush ends the drain (as the engine's pass
+/// commits go to its journal now).
+func rawDrain(_ env: RawEnvironment, count: Int, batch: Int, flushingOnce: Bool = false) {
+    if flushingOnce {
+        env.withoutFlushes { rawDrain(env, count: count, batch: batch) }
+        env.flush()
+        return
+    }
     let outcome = [UInt8](repeating: 7, count: 12)
     var next: UInt64 = 1
     var sequence = UInt64(count)

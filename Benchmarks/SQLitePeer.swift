@@ -52,7 +52,18 @@ final class SQLiteOutbox: @unchecked Sendable {
 
     /// Sends every pending row in batches of `batch` in id order: reads a batch, "sends" it (the lean
     /// instance: every row accepted), and updates each row's state in one transaction. Returns how many.
-    func drain(batch: Int, user: String = "alice") -> Int {
+    /// With `flushingOnce`, the transactions are made with `synchronous=NORMAL` (in WAL mode a power
+    /// loss may take the last of them back, never the file's integrity) and a checkpoint of the WAL
+    /// flushes them at the end, as the engine flushes a pass's commits once, when it ends.
+    func drain(batch: Int, user: String = "alice", flushingOnce: Bool = false) -> Int {
+        if flushingOnce {
+            exec("PRAGMA synchronous=NORMAL")
+            defer {
+                exec("PRAGMA wal_checkpoint(FULL)")
+                exec("PRAGMA synchronous=FULL")
+            }
+            return drain(batch: batch, user: user)
+        }
         var select: OpaquePointer?
         var update: OpaquePointer?
         sqlite3_prepare_v2(
