@@ -401,17 +401,21 @@ import Testing
     }
 
     /// A log that has a journal, opened `.noSync`, commits through the journal too (without
-    /// flushing): a later recovery from the journal's head would otherwise write over its commits.
+    /// flushing, a pass's end included): a later recovery from the journal's head would otherwise
+    /// write over its commits.
     @Test func aNoSyncOpenOfAJournaledLogAppendsToTheJournal() async throws {
         try await TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             try await openClient(log).close()
             var configuration = testConfiguration()
             configuration.durability = .noSync
-            let client = try await openClient(log, configuration: configuration)
+            let client = try await openClient(
+                log, configuration: configuration, transport: ObservedTransport(prunesByWatermark: false) { _ in })
             try await client.enqueue(todo(1))
             #expect(client.log.lastCommitMayBeUndoneByPowerLoss, "appended, not flushed")
             #expect(try Self.journaled(log).last == (try client.eventCount()))
+            #expect(try await client.sync().syncedCount == 1)
+            #expect(client.log.lastCommitMayBeUndoneByPowerLoss, "nor when a pass ends")
             client.close()
         }
     }

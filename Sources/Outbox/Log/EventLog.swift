@@ -268,12 +268,12 @@ package final class EventLog: Sendable {
         }
     }
 
-    /// Makes a pass's commits so far durable (a journaled log's, whose pass commits are not flushed
-    /// one by one; nothing otherwise): when the pass ends, its answers are on the disk. The
+    /// Makes a pass's commits so far durable (a journaled `.full` log's, whose pass commits are not
+    /// flushed one by one; nothing otherwise): when the pass ends, its answers are on the disk. The
     /// simulation's journals leave them, so that its power losses may take back a pass's last commits,
     /// as one before this flush would.
     func makePassDurable() throws {
-        guard let journal, !journalIsSimulated else { return }
+        guard let journal, journal.flushes, !journalIsSimulated else { return }
         try storageErrors(path: path) { try journal.flush() }
     }
 
