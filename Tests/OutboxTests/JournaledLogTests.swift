@@ -57,9 +57,7 @@ import Testing
             #expect(Set(enqueued).isSubset(of: Set(kept).union(try cancelledIDs(reopened))))
             #expect(try reopened.log.storedRecords().map(\.bytes) == (try original(log).map(\.bytes)))
             reopened.close()
-            let inspector = try LogInspector(path: recovered)
-            #expect(try inspector.verify().isOK)
-            inspector.log.close()
+            try Self.expectVerifies(recovered)
         }
     }
 
@@ -98,9 +96,7 @@ import Testing
             let reopened = try await openClient(recovered, configuration: testConfiguration(seed: seed))
             #expect(Set(try await reopened.queue.all().map(\.id)) == Set(enqueued))
             reopened.close()
-            let inspector = try LogInspector(path: recovered)
-            #expect(try inspector.verify().isOK)
-            inspector.log.close()
+            try Self.expectVerifies(recovered)
         }
     }
 
@@ -289,17 +285,15 @@ import Testing
             #expect(kept.count >= enqueued.count + 2, "the enqueues and what came before them")
             #expect(kept.map(\.bytes) == before.prefix(kept.count).map(\.bytes))
             reopened.close()
-            let inspector = try LogInspector(path: recovered)
-            #expect(try inspector.verify().isOK)
-            inspector.log.close()
+            try Self.expectVerifies(recovered)
         }
     }
 
     /// A log its writer did not close, whose data file holds a commit its journal lost (an answer not
-    /// flushed after a checkpoint, the data file as LMDB left it): a read-only open refuses it by name, since the disk may
-    /// hold their meta page without their pages; an open for writing puts it back to the journal's
-    /// head and the commits the journal kept. A log closed is read as it is: its head says LMDB is
-    /// whole after it.
+    /// flushed after a checkpoint, the data file as LMDB left it): a read-only open refuses it by name,
+    /// since the disk may hold its meta page without its pages; an open for writing puts it back to
+    /// the journal's head and the commits the journal kept. A log closed is read as it is: its head
+    /// says LMDB is whole after it.
     @Test func aLogNotClosedIsRefusedReadOnlyWhenItsDataFileIsAheadOfItsJournal() async throws {
         try await TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
@@ -457,6 +451,13 @@ import Testing
         func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
             try await instance.readRow(table: table, key: key, accessToken: accessToken)
         }
+    }
+
+    /// Opens the log at `path` read-only and expects it to verify.
+    private static func expectVerifies(_ path: String) throws {
+        let inspector = try LogInspector(path: path)
+        defer { inspector.log.close() }
+        #expect(try inspector.verify().isOK)
     }
 
     private static func bytes(of file: String) throws -> [UInt8] {
