@@ -215,9 +215,9 @@ struct Pass: Sendable {
             }
         }
         report.add(progress.verdicts)
-        // A journaled log commits a pass's answers without flushing them one by one: they are on the
-        // disk when the pass returns; a Retry-After that stopped it in any log (no automatic request before
-        // its deadline, R5.3, after a crash too).
+        // A journaled log commits a pass's answers without flushing each: they reach the disk when the
+        // pass returns. A pass stopped by a Retry-After flushes in any log, so that its deadline (R5.3)
+        // outlives a power loss.
         let stoppedForAWhile = progress.stoppedBy?.retryAfter != nil
         try await offPool { [log] in try stoppedForAWhile ? log.makeLastCommitDurable() : log.makePassDurable() }
         report.stoppedBy = progress.stoppedBy
