@@ -201,14 +201,7 @@ import Testing
                 guard let watermark = batch.acknowledgedWatermark else { return }
                 let unflushed = try #require(opened.withLock { $0?.unflushedJournalCommits })
                 let target = folder + "/at-\(watermark.rawValue)"
-                try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
-                for file in ["data.mdb", "journal"] {
-                    try FileManager.default.copyItem(atPath: log + "/" + file, toPath: target + "/" + file)
-                }
-                let handle = try #require(FileHandle(forUpdatingAtPath: target + "/journal"))
-                try handle.seek(toOffset: UInt64(unflushed.lowerBound))
-                try handle.write(contentsOf: Data(count: unflushed.count))
-                try handle.close()
+                try Self.copy(log, to: target, losingFromTheJournal: unflushed)
                 copies.withLock { $0.append((watermark, target)) }
             }
             var configuration = testConfiguration()
@@ -243,8 +236,7 @@ import Testing
             let recovered = folder + "/recovered"
             let random = Mutex(SplitMix64(seed: seed))
             let lossAt = 2 + Int(random.withLock { $0.next() } % 4)
-            let state = Mutex<(log: EventLog?, checkpointed: [UInt8], checkpoints: Int, sends: Int, lost: Int)>(
-                (nil, [], 0, 0, 0))
+            let state = Mutex<(log: EventLog?, checkpointed: [UInt8], checkpoints: Int, sends: Int)>((nil, [], 0, 0))
             let transport = ObservedTransport(prunesByWatermark: false) { _ in
                 try state.withLock { state in
                     state.sends += 1
@@ -256,11 +248,7 @@ import Testing
                         try Self.powerLoss(of: log, checkpointed: state.checkpointed, into: recovered, random: &random)
                         // Even seeds lose every answer not flushed, odd ones any part of them.
                         let cut = unflushed.lowerBound + (seed % 2 == 0 ? 0 : Int(random.next() % UInt64(unflushed.count + 1)))
-                        state.lost = unflushed.upperBound - cut
-                        let handle = try #require(FileHandle(forUpdatingAtPath: recovered + "/journal"))
-                        try handle.seek(toOffset: UInt64(cut))
-                        try handle.write(contentsOf: Data(count: state.lost))
-                        try handle.close()
+                        try Self.lose(cut..<unflushed.upperBound, fromTheJournalOf: recovered)
                     }
                 }
             }
@@ -273,7 +261,7 @@ import Testing
             }
             try client.log.checkpoint()
             let checkpointed = try Self.bytes(of: log + "/data.mdb")
-            state.withLock { $0 = (client.log, checkpointed, client.log.journal!.checkpoints, 0, 0) }
+            state.withLock { $0 = (client.log, checkpointed, client.log.journal!.checkpoints, 0) }
             _ = try await client.sync()
             #expect(state.withLock { $0.sends } >= lossAt)
             let before = try client.log.storedRecords()
@@ -306,14 +294,7 @@ import Testing
                 try $0.append(.networkSwitched(NetworkSwitched(enabled: false)))
             }
             let target = folder + "/copy"
-            try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
-            for file in ["data.mdb", "journal"] {
-                try FileManager.default.copyItem(atPath: log + "/" + file, toPath: target + "/" + file)
-            }
-            let handle = try #require(FileHandle(forUpdatingAtPath: target + "/journal"))
-            try handle.seek(toOffset: UInt64(unflushed.lowerBound))
-            try handle.write(contentsOf: Data(count: 4096))
-            try handle.close()
+            try Self.copy(log, to: target, losingFromTheJournal: unflushed.lowerBound..<(unflushed.lowerBound + 4096))
             client.close()
             let journal = try Journal(
                 path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))), readOnly: true)
@@ -451,6 +432,24 @@ import Testing
         func readRow(table: String, key: JSONValue, accessToken: String?) async throws -> JSONValue? {
             try await instance.readRow(table: table, key: key, accessToken: accessToken)
         }
+    }
+
+    /// Copies the data file and the journal of `log` into `target`, the journal without the bytes in
+    /// `lost` (zeros: a power loss before they were flushed).
+    private static func copy(_ log: String, to target: String, losingFromTheJournal lost: Range<Int>) throws {
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        for file in ["data.mdb", "journal"] {
+            try FileManager.default.copyItem(atPath: log + "/" + file, toPath: target + "/" + file)
+        }
+        try lose(lost, fromTheJournalOf: target)
+    }
+
+    /// Writes zeros over the bytes in `lost` of the journal of the log at `log`.
+    private static func lose(_ lost: Range<Int>, fromTheJournalOf log: String) throws {
+        let handle = try #require(FileHandle(forUpdatingAtPath: log + "/journal"))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(lost.lowerBound))
+        try handle.write(contentsOf: Data(count: lost.count))
     }
 
     /// Opens the log at `path` read-only and expects it to verify.
