@@ -394,9 +394,21 @@ package enum Commands {
         return .success
     }
 
+    /// The log at `path` opened read-only for a command; one its writer did not close (killed, or the
+    /// power failed) is recovered in a temporary copy and the copy read, which standard error says.
+    private static func openForReading(_ path: String, _ args: Arguments) throws -> LogInspector {
+        let inspector = try LogInspector.recovering(path: path, archive: args.option("archive"))
+        if inspector.recoveredCopy != nil {
+            printError(
+                "outbox \(args.command): \(path): its writer did not close it (killed, or the power failed): reading a copy recovered from its journal; the log itself is unchanged"
+            )
+        }
+        return inspector
+    }
+
     static func queue(_ words: [String]) throws -> Exit {
         let args = try readOnlyArguments("queue", words)
-        let inspector = try LogInspector(path: try args.positionals("log")[0], archive: args.option("archive"))
+        let inspector = try openForReading(try args.positionals("log")[0], args)
         // Each write printed as it is read: a queue of 200,000 is never held whole.
         try inspector.forEachWrite(user: args.option("user")) { write in
             say(args.flag("json") ? JSONText.render(Render.json(write)) : Render.line(write))
@@ -414,7 +426,7 @@ package enum Commands {
         let args = try readOnlyArguments("history", words)
         let positionals = try args.positionals("log", "write-id")
         let id = try writeID(positionals[1])
-        let inspector = try LogInspector(path: positionals[0], archive: args.option("archive"))
+        let inspector = try openForReading(positionals[0], args)
         let events = try inspector.history(of: WriteID(id))
         guard !events.isEmpty else {
             printError("outbox history: \(positionals[0]): the log never held write \(id)")
@@ -428,7 +440,7 @@ package enum Commands {
         let args = try readOnlyArguments("why", words)
         let positionals = try args.positionals("log", "write-id")
         let id = try writeID(positionals[1])
-        let inspector = try LogInspector(path: positionals[0], archive: args.option("archive"))
+        let inspector = try openForReading(positionals[0], args)
         guard let explanation = try inspector.explain(WriteID(id), now: Timestamp(Date())) else {
             printError(
                 "outbox why: \(positionals[0]): the queue does not hold write \(id) ('outbox history' shows what became of it)")
@@ -441,7 +453,7 @@ package enum Commands {
     static func report(_ words: [String]) throws -> Exit {
         let args = try readOnlyArguments("report", words)
         let path = try args.positionals("log")[0]
-        let inspector = try LogInspector(path: path, archive: args.option("archive"))
+        let inspector = try openForReading(path, args)
         let progress = ProgressLine("report", total: try? inspector.lastSequence(), json: false)
         let report = try LogReport(path: path, inspector: inspector, progress: progress)
         progress.finish()
@@ -465,7 +477,7 @@ package enum Commands {
         let from = try args.unsigned("from") ?? 1
         let to = try args.unsigned("to") ?? .max
         guard from <= to else { throw UsageError(message: "--from \(from) is after --to \(to)") }
-        let inspector = try LogInspector(path: path, archive: args.option("archive"))
+        let inspector = try openForReading(path, args)
         try inspector.forEachEvent(from: from, to: to) { event in
             say(args.flag("json") ? JSONText.render(event.json) : Render.line(event))
             return true
@@ -477,7 +489,7 @@ package enum Commands {
         let args = try readOnlyArguments("verify", words)
         let path = try args.positionals("log")[0]
         // A log that cannot be opened is unreadable (exit 2); a problem found inside it is exit 1.
-        let inspector = try LogInspector(path: path, archive: args.option("archive"))
+        let inspector = try openForReading(path, args)
         let progress = ProgressLine("verify", total: try? inspector.lastSequence(), json: false)
         let report: VerifyReport
         do {
@@ -493,7 +505,7 @@ package enum Commands {
 
     static func replay(_ words: [String]) throws -> Exit {
         let args = try readOnlyArguments("replay", words)
-        let inspector = try LogInspector(path: try args.positionals("log")[0], archive: args.option("archive"))
+        let inspector = try openForReading(try args.positionals("log")[0], args)
         if args.flag("check-decisions") {
             guard args.option("until") == nil, !args.flag("json") else {
                 throw UsageError(message: "--check-decisions takes no other option")

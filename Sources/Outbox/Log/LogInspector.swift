@@ -1,14 +1,86 @@
+internal import Foundation
+internal import OutboxLMDB
+
 /// Read-only access to a log file, for the tools (R8.6): opens without creating anything and never
 /// writes to the data file.
 package final class LogInspector: Sendable {
     package let log: EventLog
+    /// The folder of the copy recovered and read in the log's stead (`recovering`), removed with the
+    /// inspector; nil when the log itself is read.
+    package let recoveredCopy: String?
 
-    /// Opens the log at `path` read-only. A missing log throws `.doesNotExist`; a foreign or damaged one `.damaged`.
-    package init(path: String, archive: String? = nil) throws {
+    /// Opens the log at `path` read-only. A missing log throws `.doesNotExist`; a foreign or damaged one
+    /// `.damaged`; one its writer did not close, whose last commits only an open for writing can
+    /// recover, `.needsRecovery` (`recovering` reads a recovered copy of it).
+    package convenience init(path: String, archive: String? = nil) throws {
         var options = EventLog.Options()
         options.readOnly = true
         options.archiveFolder = archive
-        log = try EventLog(path: path, options: options)
+        self.init(log: try EventLog(path: path, options: options), recoveredCopy: nil)
+    }
+
+    private init(log: EventLog, recoveredCopy: String?) {
+        self.log = log
+        self.recoveredCopy = recoveredCopy
+    }
+
+    deinit {
+        guard let recoveredCopy else { return }
+        log.close()
+        try? FileManager.default.removeItem(atPath: recoveredCopy)
+    }
+
+    /// Opens the log at `path` read-only, as `init` does; a log its writer did not close (it was
+    /// killed or lost power: `.needsRecovery`) is copied, with its journal and commit mark, into a
+    /// new folder under `scratch`, recovered there by an open for writing, and the copy read
+    /// (`recoveredCopy`): the log itself is never written to. Its archive is read where it is.
+    package static func recovering(
+        path: String, archive: String? = nil, scratch: String = NSTemporaryDirectory()
+    ) throws -> LogInspector {
+        do {
+            return try LogInspector(path: path, archive: archive)
+        } catch let error as OutboxError where error.code == .needsRecovery {
+            let location = try storageErrors(path: path) { try Environment.locate(path, create: false) }
+            let archiveFolder = archive ?? Archive.beside(log: path).folder
+            let copy = try copyForRecovery(location, into: scratch, path: path)
+            do {
+                var options = EventLog.Options()
+                options.archiveFolder = archiveFolder
+                try EventLog(path: copy, options: options).close()
+                options.readOnly = true
+                return LogInspector(log: try EventLog(path: copy, options: options), recoveredCopy: copy)
+            } catch {
+                try? FileManager.default.removeItem(atPath: copy)
+                throw error
+            }
+        }
+    }
+
+    /// A new folder (0700) under `scratch` holding the data file, the journal and the commit mark of
+    /// the log at `location`.
+    private static func copyForRecovery(
+        _ location: (path: String, isFolder: Bool, dataFile: String), into scratch: String, path: String
+    ) throws -> String {
+        let copy = scratch.hasSuffix("/") ? scratch : scratch + "/"
+        let folder = copy + "outbox-recovered-" + UUID().uuidString
+        let files = [
+            (location.dataFile, "data.mdb"),
+            (CommitJournal.path(forEnvironment: location.path, isFolder: location.isFolder), "journal"),
+            (CommitMark.path(forEnvironment: location.path, isFolder: location.isFolder), "last-commit"),
+        ]
+        do {
+            try FileManager.default.createDirectory(
+                atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            for (file, name) in files where FileManager.default.fileExists(atPath: file) {
+                try FileManager.default.copyItem(atPath: file, toPath: folder + "/" + name)
+            }
+        } catch {
+            try? FileManager.default.removeItem(atPath: folder)
+            throw OutboxError(
+                .storage, "\(path): its writer did not close it, and a copy to recover it in could not be made in \(scratch)",
+                cause: error)
+        }
+        return folder
     }
 
     /// Every write the queue holds, in id order; only `user`'s when given.
