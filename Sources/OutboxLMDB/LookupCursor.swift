@@ -67,6 +67,21 @@ public final class LookupCursor<Keys: KeyCodec, Values: ValueCodec> {
         try Keys.withStoredBytes(of: key) { try put(storedKey: $0, value, appending: appending) }
     }
 
+    /// As `put(_:_:appending:)`, then calls `stored` with the value's bytes as they lie in the page.
+    @inlinable
+    public func put(
+        _ key: Keys.Key, _ value: Values.Value, appending: Bool = false, stored: (UnsafeRawBufferPointer) -> Void
+    ) throws {
+        try Keys.withStoredBytes(of: key) { key in
+            try Values.withEncoded(value, key: key) { count, fill in
+                try put(key: key, reserving: count, appending: appending) { page in
+                    fill(page)
+                    stored(UnsafeRawBufferPointer(page))
+                }
+            }
+        }
+    }
+
     /// Stores `value` under the key whose stored bytes are `key`, encoded into LMDB's page; see
     /// `put(_:_:appending:)`.
     @inlinable

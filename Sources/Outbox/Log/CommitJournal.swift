@@ -42,6 +42,12 @@ final class CommitJournal: Sendable {
         /// durable itself follow it): a commit appended to the journal checkpoints first.
         var headIsWhole = false
         var checkpoints = 0
+        /// The records added to the transaction's commit (`add`), and whether the commit is to be
+        /// flushed and grew past `largeCommit`: LMDB then commits it durably, and its records are
+        /// counted, not kept.
+        var added = 0
+        var flushesCommit = false
+        var isLarge = false
     }
 
     /// Held for every use of the journal: the writer's, inside the write transaction, and a flush
@@ -86,9 +92,17 @@ final class CommitJournal: Sendable {
     }
 
     /// Before a transaction's work: checkpoints unless this process made the last commit through the
-    /// journal, holds its checkpoint's snapshot, and LMDB has not used many pages since.
-    func begin(_ txn: borrowing WriteTransaction, holdsSnapshot: Bool, lastSequence: UInt64) throws {
+    /// journal, holds its checkpoint's snapshot, and LMDB has not used many pages since; then starts
+    /// the transaction's commit, whose records follow `lastSequence` (`add`), to be flushed when
+    /// `flush` says so (and the log `flushes`).
+    func begin(_ txn: borrowing WriteTransaction, holdsSnapshot: Bool, lastSequence: UInt64, flush: Bool) throws {
         try state.withLock { state in
+            defer {
+                state.journal.startCommit(first: lastSequence + 1)
+                state.added = 0
+                state.flushesCommit = flushes && flush
+                state.isLarge = false
+            }
             let base = txn.transactionID - 1
             let pages = txn.pagesInUse
             let growth = max(2048, state.pagesAtCheckpoint / 8)
@@ -106,32 +120,32 @@ final class CommitJournal: Sendable {
     /// written in runs, and the journal would write its records a second time.
     static let largeCommit = 64 << 10
 
-    /// After a transaction's work: its records (the log's, `range`) appended as one commit, and
-    /// flushed when `flush` says so (and the log `flushes`); a checkpoint first when they do not fit,
-    /// or when the head says LMDB is whole after it. A flushed commit larger than `largeCommit` is not
-    /// appended: LMDB commits it durably, after a head that says so.
+    /// Adds the next record the transaction put in the log, its bytes as stored, to its commit.
+    func add(_ record: UnsafeRawBufferPointer) {
+        state.withLock { state in
+            state.added += 1
+            guard !state.isLarge else { return }
+            state.journal.add(record)
+            state.isLarge = state.flushesCommit && state.journal.pendingSize > Self.largeCommit
+        }
+    }
+
+    /// After a transaction's work: its commit (the log's records `range`, added as they were put)
+    /// written, and flushed when `flush` says so (and the log `flushes`); a checkpoint first when it
+    /// does not fit, or when the head says LMDB is whole after it. A flushed commit larger than
+    /// `largeCommit` is not written: LMDB commits it durably, after a head that says so.
     ///
     /// A commit not flushed may be lost with a power loss, and LMDB's meta page of it may reach the
     /// disk without its pages: the head, which does not say LMDB is whole, makes the next open put
     /// LMDB back to it and replay the commits the journal kept.
-    func append(_ txn: borrowing WriteTransaction, log: Database, _ range: ClosedRange<UInt64>, flush: Bool) throws {
+    func commit(_ txn: borrowing WriteTransaction, _ range: ClosedRange<UInt64>, flush: Bool) throws {
         try state.withLock { state in
             let journal = state.journal
-            journal.startCommit(first: range.lowerBound)
-            var expected = range.lowerBound
-            func add(_ key: RawSpan, _ value: RawSpan) throws -> Bool {
-                guard expected <= range.upperBound else { return false }
-                value.withUnsafeBytes { journal.add($0) }
-                expected += 1
-                return true
-            }
-            try txn.withCursor(log) { cursor in
-                var more = try cursor.seek(atLeast: StoreKey.bytes(id: range.lowerBound), add)
-                while more == true { more = try cursor.next(add) }
-            }
-            precondition(expected == range.upperBound + 1, "a transaction's records missing from the log")
+            precondition(
+                state.added == range.count && state.flushesCommit == (flushes && flush),
+                "a transaction's records missing from its commit")
             let flushNow = flushes && flush
-            if flushNow && journal.pendingSize > Self.largeCommit {
+            if state.isLarge {
                 // Written once by LMDB rather than twice, after a head that says LMDB is whole after it
                 // (a recovery would put LMDB back behind this commit otherwise).
                 try Self.commitDurably(txn, &state, lastSequence: range.lowerBound - 1)

@@ -313,7 +313,8 @@ package final class EventLog: Sendable {
         let result = try storageErrors(path: path) {
             try environment.write(sync: journal == nil ? sync : .standard) { txn in
                 let last = try Self.lastSequence(txn.unsafeAccess, log, path: path) ?? 0
-                try journal?.begin(txn, holdsSnapshot: environment.holdsSnapshot, lastSequence: last)
+                try journal?.begin(
+                    txn, holdsSnapshot: environment.holdsSnapshot, lastSequence: last, flush: sync == .standard)
                 appended = nil
                 let result = try withAppender(txn, after: last) { appender in
                     let result = try body(&appender)
@@ -324,7 +325,7 @@ package final class EventLog: Sendable {
                     return result
                 }
                 if let journal, let appended {
-                    try journal.append(txn, log: log, appended, flush: sync == .standard)
+                    try journal.commit(txn, appended, flush: sync == .standard)
                     crashPlan?.pass(.journalAppended)
                 }
                 committed = txn.transactionID
@@ -343,14 +344,21 @@ package final class EventLog: Sendable {
         let access = txn.unsafeAccess
         let log = tables.log
         // Records are appended through one cursor, which stays at the log's end: no search a record.
+        // A journaled log's commit takes each record's bytes from the page they were written into.
+        let journal = self.journal
         return try access.withLookupCursor(log) { records in
-            try TransactionStore.Lookups.with(access, tables) { lookups in
+            let putRecord: (RecordedEvent) throws -> Void =
+                if let journal {
+                    { recorded in try records.put(recorded.sequence, recorded, appending: true) { journal.add($0) } }
+                } else {
+                    { recorded in try records.put(recorded.sequence, recorded, appending: true) }
+                }
+            return try TransactionStore.Lookups.with(access, tables) { lookups in
                 let store = TransactionStore(
                     access: access, tables: tables, lookups: lookups, memory: storeMemory.withLock { $0.take() } ?? .init())
                 var appender = Appender(
                     time: clock.now(), nextSequence: last + 1, store: store, reader: reader(store, access),
-                    transactionID: access.transactionID,
-                    putRecord: { recorded in try records.put(recorded.sequence, recorded, appending: true) }
+                    transactionID: access.transactionID, putRecord: putRecord
                 )
                 let result = try body(&appender)
                 let memory = store.releaseMemory(transaction: access.transactionID, appended: !appender.appended.isEmpty)
