@@ -128,6 +128,53 @@ import Testing
         }
     }
 
+    /// The journal's newest head damaged after it was written (commits of its generation follow it):
+    /// the head before it may name pages LMDB has reused since, so an open refuses the log by name,
+    /// its data file untouched, rather than put it back there. A newest head torn as its checkpoint
+    /// wrote it (a power loss then: no commit follows it) leaves the head before it whole, and the
+    /// open recovers from that one, every enqueue there.
+    @Test(arguments: [true, false])
+    func aDamagedNewestHeadIsRefusedWhenCommitsFollowItAndPassedOverWhenNone(commitsFollow: Bool) async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            let client = try await openClient(log)
+            for index in Int64(1)...3 { try await client.enqueue(todo(index)) }
+            try client.log.checkpoint()
+            for index in Int64(4)...6 { try await client.enqueue(todo(index)) }
+            try client.log.checkpoint()
+            if commitsFollow { try await client.enqueue(todo(7)) }
+            let target = folder + "/copy"
+            try Self.copy(log, to: target, losingFromTheJournal: 0..<0)
+            let last = try client.eventCount()
+            client.close()
+            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+            let journal = try Journal(path: target + "/journal", metaPagesSize: 2 * pageSize, readOnly: true)
+            let generation = try #require(journal.head?.generation)
+            journal.close()
+            // Heads alternate between the two slots, the first in slot 0; a byte of its meta pages flipped.
+            let slotSize = (32 + 2 * pageSize + 4095) / 4096 * 4096
+            let handle = try #require(FileHandle(forUpdatingAtPath: target + "/journal"))
+            try handle.seek(toOffset: UInt64(Int(generation - 1) % 2 * slotSize + 64))
+            let byte = try #require(try handle.read(upToCount: 1)?.first)
+            try handle.seek(toOffset: UInt64(Int(generation - 1) % 2 * slotSize + 64))
+            try handle.write(contentsOf: Data([~byte]))
+            try handle.close()
+
+            let dataFile = try Self.bytes(of: target + "/data.mdb")
+            if commitsFollow {
+                let refused = #expect(throws: OutboxError.self) { try EventLog(path: target) }
+                #expect(refused?.code == .damaged)
+                #expect(refused?.message.contains("newest head of its journal") == true, "\(refused?.message ?? "")")
+                #expect(try Self.bytes(of: target + "/data.mdb") == dataFile, "the data file untouched")
+            } else {
+                let reopened = try EventLog(path: target)
+                #expect(try reopened.lastSequence() == last)
+                reopened.close()
+                try Self.expectVerifies(target)
+            }
+        }
+    }
+
     /// A recovery stopped after LMDB was put back to the journal's head (an I/O error in its replay):
     /// a read-only open refuses the log by name rather than read it without its last commits; an open
     /// for writing recovers them.

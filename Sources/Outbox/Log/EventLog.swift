@@ -171,6 +171,12 @@ package final class EventLog: Sendable {
             return (journal, false, nil)
         }
         guard let head = journal.head, !head.lmdbIsWhole else { return (journal, true, nil) }
+        if let newer = try journal.generationOfCommitsPastTheHead() {
+            throw OutboxError.damaged(
+                path: path,
+                "the newest head of its journal \(journalPath) (generation \(newer)) is damaged, and commits made after it follow: putting the log back to the head before it could undo what was written since. Restore the log from a copy; to open it as its data file holds it, remove the journal"
+            )
+        }
         let pending = try journal.committed()
         guard try storageErrors(path: path, { try Environment.metaPagesFit(head.metaPages, dataFile: location.dataFile) }) else {
             throw OutboxError.damaged(

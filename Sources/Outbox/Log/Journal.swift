@@ -283,27 +283,43 @@ package final class Journal: @unchecked Sendable {
         var records: [(sequence: UInt64, record: [UInt8])] = []
         var offset = framesStart
         var next = head.sequence + 1
-        while offset + Self.commitHeaderSize + 4 <= capacity {
-            let header = try read(Self.commitHeaderSize, at: offset)
-            guard Array(header[0..<4]) == Self.commitMagic, Self.uint64(header, 4) == head.generation,
-                Self.uint64(header, 12) == next
-            else { break }
-            let count = Int(Self.uint32(header, 20))
-            let length = Int(Self.uint32(header, 24))
-            guard offset + Self.commitHeaderSize + length + 4 <= capacity else { break }
-            let body = try read(length + 4, at: offset + Self.commitHeaderSize)
-            let checksum = body.withUnsafeBytes { body in
-                header.withUnsafeBytes { CRC32C.update(CRC32C.update(0, $0), UnsafeRawBufferPointer(rebasing: body[0..<length])) }
-            }
-            guard checksum == Self.uint32(body, length), let commit = Self.records(body[0..<length], count: count)
-            else { break }
-            for record in commit {
+        while let commit = try commit(at: offset), commit.generation == head.generation, commit.first == next {
+            for record in commit.records {
                 records.append((next, record))
                 next += 1
             }
-            offset += Self.commitHeaderSize + length + 4
+            offset = commit.end
         }
         return (records, offset)
+    }
+
+    /// The whole commit at `offset` (its CRC holds, its lengths add up), of any generation; nil when
+    /// none is there.
+    private func commit(at offset: Int) throws -> (generation: UInt64, first: UInt64, records: [[UInt8]], end: Int)? {
+        guard offset + Self.commitHeaderSize + 4 <= capacity else { return nil }
+        let header = try read(Self.commitHeaderSize, at: offset)
+        guard Array(header[0..<4]) == Self.commitMagic else { return nil }
+        let count = Int(Self.uint32(header, 20))
+        let length = Int(Self.uint32(header, 24))
+        guard offset + Self.commitHeaderSize + length + 4 <= capacity else { return nil }
+        let body = try read(length + 4, at: offset + Self.commitHeaderSize)
+        let checksum = body.withUnsafeBytes { body in
+            header.withUnsafeBytes { CRC32C.update(CRC32C.update(0, $0), UnsafeRawBufferPointer(rebasing: body[0..<length])) }
+        }
+        guard checksum == Self.uint32(body, length), let records = Self.records(body[0..<length], count: count) else {
+            return nil
+        }
+        return (Self.uint64(header, 4), Self.uint64(header, 12), records, offset + Self.commitHeaderSize + length + 4)
+    }
+
+    /// The generation of the whole commit where commits start, when it is above the head's: a head of
+    /// that generation was written and flushed (commits follow only such a head) and no longer reads,
+    /// so the head found is not the newest, and its snapshot's pages may have been reused since. Nil
+    /// otherwise (a newer head torn as it was written, by a power loss in its checkpoint, has no
+    /// commits after it: the head found is then still whole).
+    package func generationOfCommitsPastTheHead() throws -> UInt64? {
+        guard let head, let first = try commit(at: framesStart), first.generation > head.generation else { return nil }
+        return first.generation
     }
 
     /// The records of a commit's body, or nil when its lengths do not add up.
