@@ -388,6 +388,9 @@ final class CrashRun {
         let program = ChildProcess.currentProgram
         var environment = ProcessInfo.processInfo.environment
         environment[CrashPlan.environmentVariable] = crashPoint
+        // Its standard error is discarded: a worker that crashes ends at once, rather than with Swift's
+        // backtracer attached, which a kill then leaves holding the output pipe (a crash seen as a hang).
+        environment["SWIFT_BACKTRACE"] = "enable=no"
         let words = ["crash-worker", log] + arguments
         if let runner = wrapper.first {
             return try ChildProcess(
