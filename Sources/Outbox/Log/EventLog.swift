@@ -262,7 +262,7 @@ package final class EventLog: Sendable {
     /// Makes every commit so far durable and the journal's head (a journaled log; nothing otherwise):
     /// after a recovery, around a file's compaction, and before the log is closed; `lmdbIsWhole` when no
     /// commit through the journal follows it (`Journal.Head.lmdbIsWhole`).
-    func checkpoint(lmdbIsWhole: Bool = false) throws {
+    package func checkpoint(lmdbIsWhole: Bool = false) throws {
         guard let journal else { return }
         let tables = self.tables
         let path = self.path

@@ -51,7 +51,15 @@ package final class LogInspector: Sendable {
                 return LogInspector(log: try EventLog(path: copy, options: options), recoveredCopy: copy)
             } catch {
                 try? FileManager.default.removeItem(atPath: copy)
-                throw error
+                guard let error = error as? OutboxError else { throw error }
+                // What went wrong with the copy is told of the log.
+                let files = [
+                    (copy + "/journal", CommitJournal.path(forEnvironment: location.path, isFolder: location.isFolder)),
+                    (copy + "/last-commit", CommitMark.path(forEnvironment: location.path, isFolder: location.isFolder)),
+                    (copy + "/data.mdb", location.dataFile), (copy, path),
+                ]
+                let message = files.reduce(error.message) { $0.replacingOccurrences(of: $1.0, with: $1.1) }
+                throw OutboxError(error.code, message, writeID: error.writeID, sequence: error.sequence, cause: error)
             }
         }
     }
