@@ -395,15 +395,15 @@ package enum Commands {
     }
 
     /// The log at `path` opened read-only for a command; one its writer did not close (killed, or the
-    /// power failed) is recovered in a temporary copy and the copy read, which standard error says.
+    /// power failed) is recovered in a temporary copy and the copy read, which standard error says
+    /// before the copy is made.
     private static func openForReading(_ path: String, _ args: Arguments) throws -> LogInspector {
-        let inspector = try LogInspector.recovering(path: path, archive: args.option("archive"))
-        if inspector.recoveredCopy != nil {
+        try LogInspector.recovering(path: path, archive: args.option("archive")) { size in
+            let megabytes = size >= 1 << 20 ? " (\(size >> 20) MiB)" : ""
             printError(
-                "outbox \(args.command): \(path): its writer did not close it (killed, or the power failed): reading a copy recovered from its journal; the log itself is unchanged"
+                "outbox \(args.command): \(path): its writer did not close it (killed, or the power failed): reading a copy\(megabytes) recovered from its journal under \(NSTemporaryDirectory()); the log itself is unchanged"
             )
         }
-        return inspector
     }
 
     static func queue(_ words: [String]) throws -> Exit {

@@ -34,13 +34,16 @@ package final class LogInspector: Sendable {
     /// killed or lost power: `.needsRecovery`) is copied, with its journal and commit mark, into a
     /// new folder under `scratch`, recovered there by an open for writing, and the copy read
     /// (`recoveredCopy`): the log itself is never written to. Its archive is read where it is.
+    /// `copying` is told the data file's size in bytes before the copy begins.
     package static func recovering(
-        path: String, archive: String? = nil, scratch: String = NSTemporaryDirectory()
+        path: String, archive: String? = nil, scratch: String = NSTemporaryDirectory(), copying: (Int) -> Void = { _ in }
     ) throws -> LogInspector {
         do {
             return try LogInspector(path: path, archive: archive)
         } catch let error as OutboxError where error.code == .needsRecovery {
             let location = try storageErrors(path: path) { try Environment.locate(path, create: false) }
+            let size = (try? FileManager.default.attributesOfItem(atPath: location.dataFile)[.size] as? Int) ?? 0
+            copying(size)
             let archiveFolder = archive ?? Archive.beside(log: path).folder
             let copy = try copyForRecovery(location, into: scratch, path: path)
             do {
