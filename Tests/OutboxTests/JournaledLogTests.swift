@@ -128,21 +128,37 @@ import Testing
         }
     }
 
-    /// The journal's newest head damaged after it was written (commits of its generation follow it):
-    /// the head before it may name pages LMDB has reused since, so an open refuses the log by name,
-    /// its data file untouched, rather than put it back there. A newest head torn as its checkpoint
-    /// wrote it (a power loss then: no commit follows it) leaves the head before it whole, and the
-    /// open recovers from that one, every enqueue there.
-    @Test(arguments: [true, false])
-    func aDamagedNewestHeadIsRefusedWhenCommitsFollowItAndPassedOverWhenNone(commitsFollow: Bool) async throws {
+    /// What follows the journal's newest head when it is damaged.
+    enum AfterTheHead: CaseIterable, Sendable {
+        /// A commit through the journal.
+        case aCommit
+        /// A commit LMDB made durable itself (a bulk enqueue's, after a head that says LMDB is whole).
+        case aCommitByLMDB
+        /// Nothing: the head was torn as its checkpoint wrote it (a power loss then), the commits
+        /// before it as they were.
+        case nothingTornAsWritten
+    }
+
+    /// The journal's newest head damaged after it was written (its checkpoint's empty commit follows
+    /// it, and whatever was committed since): the head before it may name pages LMDB has reused since,
+    /// so an open refuses the log by name, its data file untouched, rather than put it back there. A
+    /// newest head torn as its checkpoint wrote it (a power loss then, before the empty commit) leaves
+    /// the head before it whole, and the open recovers from that one, every enqueue there.
+    @Test(arguments: AfterTheHead.allCases)
+    func aDamagedNewestHeadIsRefusedUnlessItWasTornAsWritten(after: AfterTheHead) async throws {
         try await TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
             let client = try await openClient(log)
             for index in Int64(1)...3 { try await client.enqueue(todo(index)) }
             try client.log.checkpoint()
             for index in Int64(4)...6 { try await client.enqueue(todo(index)) }
+            let before = try Self.bytes(of: log + "/journal")
             try client.log.checkpoint()
-            if commitsFollow { try await client.enqueue(todo(7)) }
+            switch after {
+            case .aCommit: try await client.enqueue(todo(7))
+            case .aCommitByLMDB: _ = try await client.enqueue(contentsOf: (Int64(7)...1000).map { todo($0) })
+            case .nothingTornAsWritten: break
+            }
             let target = folder + "/copy"
             try Self.copy(log, to: target, losingFromTheJournal: 0..<0)
             let last = try client.eventCount()
@@ -150,27 +166,33 @@ import Testing
             let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
             let journal = try Journal(path: target + "/journal", metaPagesSize: 2 * pageSize, readOnly: true)
             let generation = try #require(journal.head?.generation)
+            let framesStart = journal.framesStart
             journal.close()
             // Heads alternate between the two slots, the first in slot 0; a byte of its meta pages flipped.
-            let slotSize = (32 + 2 * pageSize + 4095) / 4096 * 4096
             let handle = try #require(FileHandle(forUpdatingAtPath: target + "/journal"))
-            try handle.seek(toOffset: UInt64(Int(generation - 1) % 2 * slotSize + 64))
+            let slot = UInt64(Int(generation - 1) % 2 * journal.slotSize)
+            try handle.seek(toOffset: slot + 64)
             let byte = try #require(try handle.read(upToCount: 1)?.first)
-            try handle.seek(toOffset: UInt64(Int(generation - 1) % 2 * slotSize + 64))
+            try handle.seek(toOffset: slot + 64)
             try handle.write(contentsOf: Data([~byte]))
+            if after == .nothingTornAsWritten {
+                // The commits as the checkpoint found them: it had not written its empty commit yet.
+                try handle.seek(toOffset: UInt64(framesStart))
+                try handle.write(contentsOf: Data(before[framesStart...]))
+            }
             try handle.close()
 
             let dataFile = try Self.bytes(of: target + "/data.mdb")
-            if commitsFollow {
-                let refused = #expect(throws: OutboxError.self) { try EventLog(path: target) }
-                #expect(refused?.code == .damaged)
-                #expect(refused?.message.contains("newest head of its journal") == true, "\(refused?.message ?? "")")
-                #expect(try Self.bytes(of: target + "/data.mdb") == dataFile, "the data file untouched")
-            } else {
+            if after == .nothingTornAsWritten {
                 let reopened = try EventLog(path: target)
                 #expect(try reopened.lastSequence() == last)
                 reopened.close()
                 try Self.expectVerifies(target)
+            } else {
+                let refused = #expect(throws: OutboxError.self) { try EventLog(path: target) }
+                #expect(refused?.code == .damaged)
+                #expect(refused?.message.contains("newest head of its journal") == true, "\(refused?.message ?? "")")
+                #expect(try Self.bytes(of: target + "/data.mdb") == dataFile, "the data file untouched")
             }
         }
     }

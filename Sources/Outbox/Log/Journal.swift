@@ -21,7 +21,9 @@ internal import Foundation
 ///   it; the head is the valid slot of the higher generation.
 /// - commits, from `framesStart`: "OBXC", the generation of the head they follow (8), the first
 ///   record's sequence (8), the number of records (4), the length of the records (4), the records
-///   (each its length, 4, then its bytes), then a CRC32C of the commit's bytes before it (4).
+///   (each its length, 4, then its bytes), then a CRC32C of the commit's bytes before it (4). A
+///   checkpoint writes an empty one first, once its head is flushed (journals written before it
+///   have none; they read the same).
 ///
 /// The commits after the head are read while each is whole (its CRC holds), of the head's generation
 /// and continues the sequence: what a failed or torn commit, or an earlier generation, left there ends
@@ -243,8 +245,20 @@ package final class Journal: @unchecked Sendable {
         try write(w.bytes, at: slot * slotSize)
         try flush()
         head = next
-        end = framesStart
-        flushedEnd = end
+        // An empty commit of the new generation where commits start, flushed after the head: should
+        // the head fail to read later, it shows that the head was whole once, so that the one before
+        // it may name pages reused since (`generationOfCommitsPastTheHead`). Written only once the
+        // head is on the disk: a power loss during the checkpoint then leaves no such proof.
+        var marker = ByteWriter(capacity: Self.commitHeaderSize + 4)
+        marker.raw(Self.commitMagic)
+        marker.littleEndian64(next.generation)
+        marker.littleEndian64(sequence + 1)
+        marker.littleEndian32(0)
+        marker.littleEndian32(0)
+        marker.littleEndian32(marker.bytes.withUnsafeBytes { CRC32C.update(0, $0) })
+        try write(marker.bytes, at: framesStart)
+        end = framesStart + marker.bytes.count
+        try flush()
     }
 
     /// Whether the newest head in the file now says LMDB is whole after it (`Head.lmdbIsWhole`); true
