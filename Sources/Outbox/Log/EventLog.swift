@@ -174,7 +174,7 @@ package final class EventLog: Sendable {
         if let newer = try journal.generationOfCommitsPastTheHead() {
             throw OutboxError.damaged(
                 path: path,
-                "the newest head of its journal \(journalPath) (generation \(newer)) is damaged, and commits made after it follow: putting the log back to the head before it could undo what was written since. Restore the log from a copy; to open it as its data file holds it, remove the journal"
+                "the newest head of its journal \(journalPath) (generation \(newer)) no longer reads, though it was written whole: putting the log back to the head before it could undo what was written since. Restore the log from a copy; to open it as its data file holds it, remove the journal"
             )
         }
         let pending = try journal.committed()

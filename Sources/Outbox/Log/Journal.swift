@@ -327,10 +327,11 @@ package final class Journal: @unchecked Sendable {
     }
 
     /// The generation of the whole commit where commits start, when it is above the head's: a head of
-    /// that generation was written and flushed (commits follow only such a head) and no longer reads,
-    /// so the head found is not the newest, and its snapshot's pages may have been reused since. Nil
-    /// otherwise (a newer head torn as it was written, by a power loss in its checkpoint, has no
-    /// commits after it: the head found is then still whole).
+    /// that generation was written and flushed (a checkpoint writes its empty commit there only then,
+    /// and other commits follow only such a head) and no longer reads, so the head found is not the
+    /// newest, and its snapshot's pages may have been reused since. Nil otherwise (a newer head torn
+    /// as it was written, by a power loss in its checkpoint, has no commit after it: the head found is
+    /// then still whole).
     package func generationOfCommitsPastTheHead() throws -> UInt64? {
         guard let head, let first = try commit(at: framesStart), first.generation > head.generation else { return nil }
         return first.generation
