@@ -264,14 +264,20 @@ extension Commands {
         }
     }
 
-    /// Runs `outbox verify` on a damaged copy: exit 0, or 1 or 2 with a message naming the file.
-    private static func checkWithTool(_ folder: String) -> String? {
+    /// The environment the suite runs the tool in: an untrusted log read in a child of its own, which
+    /// a hang ends after 20 s.
+    static var toolEnvironment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment[UntrustedLogReader.timeoutVariable] = "20"
         environment[UntrustedLogReader.childVariable] = nil
+        return environment
+    }
+
+    /// Runs `outbox verify` on a damaged copy: exit 0, or 1 or 2 with a message naming the file.
+    private static func checkWithTool(_ folder: String) -> String? {
         let ended: ChildProcess.Ended
         do {
-            ended = try ChildProcess.runBlocking(ChildProcess.currentProgram, ["verify", folder], environment: environment)
+            ended = try ChildProcess.runBlocking(ChildProcess.currentProgram, ["verify", folder], environment: toolEnvironment)
         } catch {
             return "cannot run the tool: \(error)"
         }

@@ -67,7 +67,7 @@ extension Commands {
         let mark = try Data(contentsOf: URL(fileURLWithPath: path + "/last-commit"))
         let last = try outbox.log.lastSequence()
         outbox.close()
-        let slotSize = (32 + 2 * Int(sysconf(Int32(_SC_PAGESIZE))) + 4095) / 4096 * 4096
+        let slotSize = Journal.slotSize(metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
         // The commits follow the two head slots; the last ends where zeros (never written) begin.
         let tail = journal[(2 * slotSize)...]
         let commitsEnd = (tail.lastIndex { $0 != 0 } ?? 2 * slotSize) + 1
@@ -103,9 +103,7 @@ extension Commands {
     /// `outbox verify` on a log whose journal is damaged: exit 0 with the log's last event there, or
     /// 1 or 2 with a message naming the log.
     private static func checkJournalDamage(_ folder: String, last: UInt64) -> JournalOutcome {
-        var environment = ProcessInfo.processInfo.environment
-        environment[UntrustedLogReader.timeoutVariable] = "20"
-        environment[UntrustedLogReader.childVariable] = nil
+        var environment = toolEnvironment
         environment["SWIFT_BACKTRACE"] = "enable=no"
         func tool(_ arguments: [String]) throws -> ChildProcess.Ended {
             try ChildProcess.runBlocking(

@@ -42,9 +42,9 @@ final class CommitJournal: Sendable {
         /// durable itself follow it): a commit appended to the journal checkpoints first.
         var headIsWhole = false
         var checkpoints = 0
-        /// The records added to the transaction's commit (`add`), and whether the commit is to be
-        /// flushed and grew past `largeCommit`: LMDB then commits it durably, and its records are
-        /// counted, not kept.
+        /// The records added to the transaction's commit (`add`), whether the commit is to be flushed
+        /// (`begin`), and whether, flushed, it grew past `largeCommit`: LMDB then commits it durably,
+        /// and its records are counted, not kept.
         var added = 0
         var flushesCommit = false
         var isLarge = false
@@ -131,20 +131,17 @@ final class CommitJournal: Sendable {
     }
 
     /// After a transaction's work: its commit (the log's records `range`, added as they were put)
-    /// written, and flushed when `flush` says so (and the log `flushes`); a checkpoint first when it
-    /// does not fit, or when the head says LMDB is whole after it. A flushed commit larger than
+    /// written, and flushed when `begin` was told so (and the log `flushes`); a checkpoint first when
+    /// it does not fit, or when the head says LMDB is whole after it. A flushed commit larger than
     /// `largeCommit` is not written: LMDB commits it durably, after a head that says so.
     ///
     /// A commit not flushed may be lost with a power loss, and LMDB's meta page of it may reach the
     /// disk without its pages: the head, which does not say LMDB is whole, makes the next open put
     /// LMDB back to it and replay the commits the journal kept.
-    func commit(_ txn: borrowing WriteTransaction, _ range: ClosedRange<UInt64>, flush: Bool) throws {
+    func commit(_ txn: borrowing WriteTransaction, _ range: ClosedRange<UInt64>) throws {
         try state.withLock { state in
             let journal = state.journal
-            precondition(
-                state.added == range.count && state.flushesCommit == (flushes && flush),
-                "a transaction's records missing from its commit")
-            let flushNow = flushes && flush
+            precondition(state.added == range.count, "a transaction's records missing from its commit")
             if state.isLarge {
                 // Written once by LMDB rather than twice, after a head that says LMDB is whole after it
                 // (a recovery would put LMDB back behind this commit otherwise).
@@ -154,7 +151,7 @@ final class CommitJournal: Sendable {
             if !journal.commitFits || state.headIsWhole {
                 try Self.checkpoint(txn, &state, lastSequence: range.lowerBound - 1)
             }
-            try journal.writeCommit(flush: flushNow)
+            try journal.writeCommit(flush: state.flushesCommit)
             state.appendedSinceCheckpoint = true
         }
     }

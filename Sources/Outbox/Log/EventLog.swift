@@ -331,7 +331,7 @@ package final class EventLog: Sendable {
                     return result
                 }
                 if let journal, let appended {
-                    try journal.commit(txn, appended, flush: sync == .standard)
+                    try journal.commit(txn, appended)
                     crashPlan?.pass(.journalAppended)
                 }
                 committed = txn.transactionID

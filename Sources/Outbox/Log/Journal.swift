@@ -63,6 +63,9 @@ package final class Journal: @unchecked Sendable {
     /// The bytes of a head slot; commits start after the two.
     package let slotSize: Int
     package var framesStart: Int { 2 * slotSize }
+
+    /// The bytes of a head slot for meta pages of `metaPagesSize` bytes in all: a whole number of 4 KiB.
+    package static func slotSize(metaPagesSize: Int) -> Int { (32 + metaPagesSize + 4095) / 4096 * 4096 }
     /// -1 once closed.
     private var descriptor: Int32
     /// The newest valid head; nil before the first checkpoint.
@@ -88,7 +91,7 @@ package final class Journal: @unchecked Sendable {
     ) throws {
         self.path = path
         self.syncs = syncs
-        slotSize = (32 + metaPagesSize + 4095) / 4096 * 4096
+        slotSize = Self.slotSize(metaPagesSize: metaPagesSize)
         precondition(capacity > 2 * slotSize, "a journal smaller than its heads")
         let fd = readOnly ? open(path, O_RDONLY | O_CLOEXEC) : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {

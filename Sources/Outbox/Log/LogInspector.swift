@@ -45,7 +45,8 @@ package final class LogInspector: Sendable {
             let size = (try? FileManager.default.attributesOfItem(atPath: location.dataFile)[.size] as? Int) ?? 0
             copying(size)
             let archiveFolder = archive ?? Archive.beside(log: path).folder
-            let copy = try copyForRecovery(location, into: scratch, path: path)
+            let files = filesToRecover(location)
+            let copy = try copyForRecovery(files, into: scratch, path: path)
             do {
                 var options = EventLog.Options()
                 options.archiveFolder = archiveFolder
@@ -56,29 +57,31 @@ package final class LogInspector: Sendable {
                 try? FileManager.default.removeItem(atPath: copy)
                 guard let error = error as? OutboxError else { throw error }
                 // What went wrong with the copy is told of the log.
-                let files = [
-                    (copy + "/journal", CommitJournal.path(forEnvironment: location.path, isFolder: location.isFolder)),
-                    (copy + "/last-commit", CommitMark.path(forEnvironment: location.path, isFolder: location.isFolder)),
-                    (copy + "/data.mdb", location.dataFile), (copy, path),
-                ]
-                let message = files.reduce(error.message) { $0.replacingOccurrences(of: $1.0, with: $1.1) }
+                let message = (files + [(path, "")]).reduce(error.message) { message, file in
+                    message.replacingOccurrences(of: file.name.isEmpty ? copy : copy + "/" + file.name, with: file.original)
+                }
                 throw OutboxError(error.code, message, writeID: error.writeID, sequence: error.sequence, cause: error)
             }
         }
     }
 
-    /// A new folder (0700) under `scratch` holding the data file, the journal and the commit mark of
-    /// the log at `location`.
-    private static func copyForRecovery(
-        _ location: (path: String, isFolder: Bool, dataFile: String), into scratch: String, path: String
-    ) throws -> String {
-        let copy = scratch.hasSuffix("/") ? scratch : scratch + "/"
-        let folder = copy + "outbox-recovered-" + UUID().uuidString
-        let files = [
+    /// The files of the log at `location` a recovery reads, each with its name in a log's folder.
+    private static func filesToRecover(_ location: (path: String, isFolder: Bool, dataFile: String)) -> [(
+        original: String, name: String
+    )] {
+        [
             (location.dataFile, "data.mdb"),
             (CommitJournal.path(forEnvironment: location.path, isFolder: location.isFolder), "journal"),
             (CommitMark.path(forEnvironment: location.path, isFolder: location.isFolder), "last-commit"),
         ]
+    }
+
+    /// A new folder (0700) under `scratch` holding `files` (those present) under their names.
+    private static func copyForRecovery(
+        _ files: [(original: String, name: String)], into scratch: String, path: String
+    ) throws -> String {
+        let copy = scratch.hasSuffix("/") ? scratch : scratch + "/"
+        let folder = copy + "outbox-recovered-" + UUID().uuidString
         do {
             try FileManager.default.createDirectory(
                 atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
