@@ -141,7 +141,7 @@ import Testing
 
     /// The journal's newest head damaged after it was written (its checkpoint's empty commit follows
     /// it, and whatever was committed since): the head before it may name pages LMDB has reused since,
-    /// so an open refuses the log by name, its data file untouched, rather than put it back there. A
+    /// so an open refuses the log by name (R8.6), its data file untouched, rather than put it back there. A
     /// newest head torn as its checkpoint wrote it (a power loss then, before the empty commit) leaves
     /// the head before it whole, and the open recovers from that one, every enqueue there.
     @Test(arguments: AfterTheHead.allCases)
