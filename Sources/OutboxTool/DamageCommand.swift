@@ -6,7 +6,7 @@ internal import OutboxTesting
 /// The damaged-log suite (TESTING.md §3): three small logs; every byte of every stored record flipped
 /// and zeroed (the checksum must catch each, naming the record's sequence), truncation at every 4 KiB
 /// page boundary, and a seeded sample of bytes in LMDB's own page structure, read by the tool in a
-/// child process; a compacted log and its archive; the journal of a log not closed. Never a crash or a
+/// child process; a compacted log and its archive; the journals of a log not closed and of a closed one. Never a crash or a
 /// hang: exit 0 (read correctly), 1 or 2 with a message naming the file.
 extension Commands {
     static func damage(_ words: [String]) async throws -> Exit {
@@ -41,13 +41,13 @@ extension Commands {
         let compacted = try await compactedLogDamage(in: root, stride: stride)
         tally.problems += compacted.problems
         let journal = try await journalDamage(in: root, stride: 4 * stride, samples: 16, rng)
-        tally.problems += journal.problems
+        tally.problems += journal.unclosed.problems + journal.closed.problems
         for problem in tally.problems.prefix(30) { say("  " + problem) }
         let total =
             tally.records + tally.keys + tally.entries + tally.metas + tally.truncations + tally.pages + compacted.cases
-            + journal.cases
+            + journal.unclosed.cases + journal.closed.cases
         say(
-            "damage: \(total) cases (\(tally.records) record bytes, \(tally.keys) key bytes, \(tally.entries) entry bytes, \(tally.metas) meta bits, \(tally.truncations) truncations, \(tally.pages) page bytes, \(compacted.cases) of a compacted log: its snapshot and records, its archive segment's records, the segment missing; \(journal.cases) journal bytes of a log not closed, \(journal.refused) of them refused naming it), \(tally.problems.count) failed"
+            "damage: \(total) cases (\(tally.records) record bytes, \(tally.keys) key bytes, \(tally.entries) entry bytes, \(tally.metas) meta bits, \(tally.truncations) truncations, \(tally.pages) page bytes, \(compacted.cases) of a compacted log: its snapshot and records, its archive segment's records, the segment missing; \(journal.unclosed.cases) journal bytes of a log not closed, \(journal.unclosed.refused) of them refused naming it; \(journal.closed.cases) of two closed logs, \(journal.closed.refused) refused by verify and by an open for writing alike), \(tally.problems.count) failed"
         )
         return tally.problems.isEmpty ? .success : .notSo
     }

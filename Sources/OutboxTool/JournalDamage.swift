@@ -4,52 +4,95 @@ internal import OutboxProcess
 internal import OutboxTesting
 
 extension Commands {
-    /// 7. The journal of a log its writer did not close (a device's copy after a kill): its data file
-    /// as its last checkpoint left it, its journal holding the commits of four enqueues since, and its
-    /// commit mark. Every byte of the two heads' first 32 bytes and of the commits (every `stride`th
-    /// byte of their records), and a seeded sample of the heads' meta pages, flipped: `outbox verify`,
-    /// in a child, which recovers a copy, must read every enqueue, or refuse the log with a message
-    /// naming its file; never crash, hang, or read the log without its last enqueues.
-    static func journalDamage(in root: String, stride: Int, samples: Int, _ rng: SeededRandomSource) async throws -> (
-        cases: Int, refused: Int, problems: [String]
-    ) {
-        let log = try await unclosedLog(in: root)
-        let scratch = root + "/scratch-unclosed"
+    /// What the journal cases found: how many, how many refused, and the problems.
+    struct JournalDamageTally {
         var cases = 0
         var refused = 0
         var problems: [String] = []
-        for (offset, mutate) in journalBytes(of: log, stride: stride, samples: samples, rng) {
-            var damaged = log.journal
-            damaged[offset] = mutate(damaged[offset])
-            cases += 1
-            try? FileManager.default.removeItem(atPath: scratch)
-            try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-            try log.dataFile.write(to: URL(fileURLWithPath: scratch + "/data.mdb"))
-            try damaged.write(to: URL(fileURLWithPath: scratch + "/journal"))
-            try log.mark.write(to: URL(fileURLWithPath: scratch + "/last-commit"))
-            switch checkJournalDamage(scratch, last: log.last) {
-            case .read: break
-            case .refused: refused += 1
-            case .failed(let problem): problems.append("unclosed log, journal byte \(offset): \(problem)")
-            }
-        }
-        return (cases, refused, problems)
     }
 
-    /// A log whose writer did not close it, as its files were when the writer stopped.
-    private struct UnclosedLog {
+    /// 7. The journals of three logs: one its writer did not close (a device's copy after a kill: its
+    /// data file as its last checkpoint left it, its journal holding the commits of four enqueues
+    /// since, and its commit mark), and two closed (the last head, written by the close, says LMDB is
+    /// whole), one with commits since the head before and one without (a checkpoint just before the
+    /// close: the head before then names the data file as it is). Every byte of the two heads' first
+    /// 32 bytes and of the commits (every `stride`th byte of their records), and a seeded sample of
+    /// the heads' meta pages, flipped: `outbox verify`, in a child, which recovers a copy of the log
+    /// not closed, must read every enqueue, or refuse the log with a message naming its file; never
+    /// crash, hang, or read the log without its last enqueues.
+    /// Of a closed log, an open for writing (`outbox enqueue`, in a child) must then say the same:
+    /// open it when `verify` read it, refuse it naming it when `verify` refused it.
+    static func journalDamage(in root: String, stride: Int, samples: Int, _ rng: SeededRandomSource) async throws
+        -> (unclosed: JournalDamageTally, closed: JournalDamageTally)
+    {
+        var tallies: [JournalDamageTally] = []
+        for shape in JournaledLogShape.allCases {
+            let log = try await journaledLog(in: root, shape)
+            let scratch = root + "/scratch-" + shape.folder
+            let closed = shape != .notClosed
+            let name = "\(shape) log"
+            var tally = JournalDamageTally()
+            for (offset, mutate) in journalBytes(of: log, stride: stride, samples: samples, rng) {
+                var damaged = log.journal
+                damaged[offset] = mutate(damaged[offset])
+                tally.cases += 1
+                try? FileManager.default.removeItem(atPath: scratch)
+                try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+                try log.dataFile.write(to: URL(fileURLWithPath: scratch + "/data.mdb"))
+                try damaged.write(to: URL(fileURLWithPath: scratch + "/journal"))
+                try log.mark.write(to: URL(fileURLWithPath: scratch + "/last-commit"))
+                var outcome = checkJournalDamage(scratch, last: log.last)
+                if closed, case .read = outcome { outcome = checkOpenForWriting(scratch, refused: false) }
+                if closed, case .refused = outcome { outcome = checkOpenForWriting(scratch, refused: true) }
+                switch outcome {
+                case .read: break
+                case .refused: tally.refused += 1
+                case .failed(let problem): tally.problems.append("\(name), journal byte \(offset): \(problem)")
+                }
+            }
+            tallies.append(tally)
+        }
+        return (
+            tallies[0],
+            JournalDamageTally(
+                cases: tallies[1].cases + tallies[2].cases, refused: tallies[1].refused + tallies[2].refused,
+                problems: tallies[1].problems + tallies[2].problems)
+        )
+    }
+
+    /// How a journaled log's writer left it.
+    private enum JournaledLogShape: CaseIterable, CustomStringConvertible {
+        case notClosed
+        /// Closed with commits after its last checkpoint.
+        case closed
+        /// Checkpointed, then closed.
+        case checkpointedAndClosed
+
+        var folder: String { description.replacingOccurrences(of: " ", with: "-") }
+
+        var description: String {
+            switch self {
+            case .notClosed: "unclosed"
+            case .closed: "closed"
+            case .checkpointedAndClosed: "checkpointed and closed"
+            }
+        }
+    }
+
+    /// A journaled log as its files were when its writer stopped (killed, or after closing it).
+    private struct JournaledLog {
         let dataFile: Data
         let journal: Data
         let mark: Data
-        /// The sequence of its last event, which the journal alone holds.
+        /// The sequence of its last event (which, of a log not closed, the journal alone holds).
         let last: UInt64
         /// Where the journal's commits end, and how large each head slot is.
         let commitsEnd: Int
         let slotSize: Int
     }
 
-    private static func unclosedLog(in root: String) async throws -> UnclosedLog {
-        let path = root + "/unclosed"
+    private static func journaledLog(in root: String, _ shape: JournaledLogShape) async throws -> JournaledLog {
+        let path = root + "/" + shape.folder
         var configuration = OutboxConfiguration(autoSync: false)
         configuration.clock = ManualClock()
         configuration.random = SeededRandomSource(seed: 11)
@@ -59,25 +102,30 @@ extension Commands {
             try await outbox.enqueue(.insert(into: "todos", key: ["id": .int(Int64(n))], body: ["n": .int(Int64(n))]))
         }
         try outbox.log.checkpoint()
-        let dataFile = try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb"))
+        var dataFile = try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb"))
         for n in 3..<7 {
             try await outbox.enqueue(.insert(into: "todos", key: ["id": .int(Int64(n))], body: ["n": .int(Int64(n))]))
         }
+        let last = try outbox.log.lastSequence()
+        if shape == .checkpointedAndClosed { try outbox.log.checkpoint() }
+        if shape != .notClosed {
+            outbox.close()
+            dataFile = try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb"))
+        }
         let journal = try Data(contentsOf: URL(fileURLWithPath: path + "/journal"))
         let mark = try Data(contentsOf: URL(fileURLWithPath: path + "/last-commit"))
-        let last = try outbox.log.lastSequence()
-        outbox.close()
+        if shape == .notClosed { outbox.close() }
         let slotSize = Journal.slotSize(metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))))
         // The commits follow the two head slots; the last ends where zeros (never written) begin.
         let tail = journal[(2 * slotSize)...]
         let commitsEnd = (tail.lastIndex { $0 != 0 } ?? 2 * slotSize) + 1
-        return UnclosedLog(
+        return JournaledLog(
             dataFile: dataFile, journal: journal, mark: mark, last: last, commitsEnd: commitsEnd, slotSize: slotSize)
     }
 
     /// The journal's bytes to damage, each with how: flipped, or (in a head's first bytes) zeroed.
     private static func journalBytes(
-        of log: UnclosedLog, stride: Int, samples: Int, _ rng: SeededRandomSource
+        of log: JournaledLog, stride: Int, samples: Int, _ rng: SeededRandomSource
     ) -> [(Int, (UInt8) -> UInt8)] {
         let flip: (UInt8) -> UInt8 = { $0 ^ 0x01 }
         var bytes: [(Int, (UInt8) -> UInt8)] = []
@@ -125,6 +173,34 @@ extension Commands {
                     ? .refused : .failed("exit \(verified.status) without naming the log: \(text.prefix(200))")
             default:
                 return .failed("exit \(verified.status): \((verified.text + verified.errorText).prefix(200))")
+            }
+        } catch {
+            return .failed("cannot run the tool: \(error)")
+        }
+    }
+
+    /// An open for writing of a closed log whose journal is damaged, `outbox enqueue` in a child, where
+    /// `verify` read it (`refused` false: it must open it and enqueue) or refused it (it must refuse it
+    /// too, naming the log).
+    private static func checkOpenForWriting(_ folder: String, refused: Bool) -> JournalOutcome {
+        var environment = toolEnvironment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        do {
+            let opened = try ChildProcess.runBlocking(
+                ChildProcess.currentProgram,
+                ["enqueue", folder, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id": 100}"#],
+                environment: environment, errors: .apart(.capture))
+            if opened.signalled { return .failed("an open for writing crashed (signal \(opened.status))") }
+            let text = opened.text + opened.errorText
+            switch (refused, opened.status) {
+            case (false, 0): return .read
+            case (true, 1), (true, 2):
+                return text.contains(folder)
+                    ? .refused : .failed("an open for writing refused it without naming the log: \(text.prefix(200))")
+            case (false, _):
+                return .failed("verify read it, an open for writing did not (exit \(opened.status)): \(text.prefix(200))")
+            case (true, _):
+                return .failed("verify refused it, an open for writing did not (exit \(opened.status)): \(text.prefix(200))")
             }
         } catch {
             return .failed("cannot run the tool: \(error)")

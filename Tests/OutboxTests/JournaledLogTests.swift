@@ -197,6 +197,42 @@ import Testing
         }
     }
 
+    /// A closed log whose journal's newest head (the one its close wrote, saying LMDB is whole) is
+    /// damaged since: a read-only open (`outbox verify` on a copy) says what an open for writing says,
+    /// and both refuse it by name (R8.6), rather than one read it and the other refuse it.
+    @Test(arguments: [false, true])
+    func aClosedLogWithADamagedNewestHeadIsRefusedByEveryOpen(committedSinceTheHeadBefore: Bool) async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            let client = try await openClient(log)
+            for index in Int64(1)...3 { try await client.enqueue(todo(index)) }
+            try client.log.checkpoint()
+            if committedSinceTheHeadBefore { try await client.enqueue(todo(4)) }
+            client.close()
+            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+            let journal = try Journal(path: log + "/journal", metaPagesSize: 2 * pageSize, readOnly: true)
+            let head = try #require(journal.head)
+            #expect(head.lmdbIsWhole)
+            let slot = UInt64(Int(head.generation - 1) % 2 * journal.slotSize)
+            journal.close()
+            let handle = try #require(FileHandle(forUpdatingAtPath: log + "/journal"))
+            try handle.seek(toOffset: slot + 64)
+            let byte = try #require(try handle.read(upToCount: 1)?.first)
+            try handle.seek(toOffset: slot + 64)
+            try handle.write(contentsOf: Data([~byte]))
+            try handle.close()
+            let dataFile = try Self.bytes(of: log + "/data.mdb")
+
+            let readOnly = #expect(throws: OutboxError.self) { try LogInspector(path: log) }
+            #expect(readOnly?.code == .damaged, "\(readOnly?.message ?? "")")
+            #expect(readOnly?.message.contains("newest head of its journal") == true, "\(readOnly?.message ?? "")")
+            let writable = #expect(throws: OutboxError.self) { try EventLog(path: log) }
+            #expect(writable?.code == .damaged)
+            #expect(writable?.message.contains("newest head of its journal") == true, "\(writable?.message ?? "")")
+            #expect(try Self.bytes(of: log + "/data.mdb") == dataFile, "the data file untouched")
+        }
+    }
+
     /// A recovery stopped after LMDB was put back to the journal's head (an I/O error in its replay):
     /// a read-only open refuses the log by name rather than read it without its last commits; an open
     /// for writing recovers them.

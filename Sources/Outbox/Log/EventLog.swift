@@ -172,10 +172,7 @@ package final class EventLog: Sendable {
         }
         guard let head = journal.head, !head.lmdbIsWhole else { return (journal, true, nil) }
         if let newer = try journal.generationOfCommitsPastTheHead() {
-            throw OutboxError.damaged(
-                path: path,
-                "the newest head of its journal \(journalPath) (generation \(newer)) no longer reads, though it was written whole: putting the log back to the head before it could undo what was written since. Restore the log from a copy; to open it as its data file holds it, remove the journal"
-            )
+            throw damagedNewestHead(generation: newer, journalPath: journalPath, path: path)
         }
         let pending = try journal.committed()
         guard try storageErrors(path: path, { try Environment.metaPagesFit(head.metaPages, dataFile: location.dataFile) }) else {
@@ -188,12 +185,22 @@ package final class EventLog: Sendable {
         return (journal, true, pending)
     }
 
+    /// The journal's newest head, of `generation`, no longer reads though it was written whole
+    /// (`Journal.generationOfCommitsPastTheHead`): the head before it may name pages LMDB reused since.
+    private static func damagedNewestHead(generation: UInt64, journalPath: String, path: String) -> OutboxError {
+        OutboxError.damaged(
+            path: path,
+            "the newest head of its journal \(journalPath) (generation \(generation)) no longer reads, though it was written whole: putting the log back to the head before it could undo what was written since. Restore the log from a copy; to open it as its data file holds it, remove the journal"
+        )
+    }
+
     /// Throws `.needsRecovery` when the log was not closed (its journal's head does not say LMDB is
     /// whole after it) and no writer has it open, and either its journal holds commits past `last`
     /// (the log's last sequence in its data file) or LMDB committed after that head, without flushing,
     /// pages a power loss may have torn: its writer was killed or lost power, and only an open for
-    /// writing recovers the log. A log with no journal (or one this user may not read), or one a
-    /// writer has open, is read as its data file holds it.
+    /// writing recovers the log. Throws `.damaged` when the journal's newest head no longer reads
+    /// though it was written whole, as an open for writing does. A log with no journal (or one this
+    /// user may not read), or one a writer has open, is read as its data file holds it.
     private static func refuseUnrecovered(environment: Environment, last: UInt64, path: String) throws {
         let journalPath = CommitJournal.path(forEnvironment: environment.path, isFolder: environment.isFolder)
         // No journal (a log written without one, a copied data file), or one this user may not read.
@@ -206,6 +213,11 @@ package final class EventLog: Sendable {
         }
         defer { journal.close() }
         guard let head = journal.head, !head.lmdbIsWhole else { return }
+        // What an open for writing refuses, a read-only open refuses alike (a closed log's newest head
+        // is the one that says LMDB is whole: damaged, the head before it is found).
+        if let newer = try journal.generationOfCommitsPastTheHead(), journal.hasNoWriter() {
+            throw damagedNewestHead(generation: newer, journalPath: journalPath, path: path)
+        }
         let journaled = try journal.committed().last?.sequence ?? head.sequence
         let committed = try storageErrors(path: path) { try environment.read { $0.transactionID } }
         let checkpointed = Environment.transactionID(ofMetaPages: head.metaPages)
