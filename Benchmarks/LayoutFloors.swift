@@ -66,6 +66,18 @@ final class RawEnvironment {
         }
     }
 
+    /// The bytes of the pages each of `tables` uses (branch, leaf and overflow), as `mdb_stat` counts them.
+    func usedBytes(_ tables: [RawTable]) -> [(table: RawTable, bytes: Int)] {
+        var txn: OpaquePointer?
+        precondition(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0)
+        defer { mdb_txn_abort(txn) }
+        return tables.map { table in
+            var stat = MDB_stat()
+            precondition(mdb_stat(txn, dbis[table.rawValue], &stat) == 0, "mdb_stat")
+            return (table, (stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages) * Int(stat.ms_psize))
+        }
+    }
+
     /// One write transaction; with `withoutMetaSync`, committed as the engine commits a pass.
     func write(withoutMetaSync: Bool = false, _ body: (RawTransaction) -> Void) {
         var txn: OpaquePointer?

@@ -47,6 +47,15 @@ enum ReadingCase: BenchmarkCase {
             )
             let inUse = used.filter { $0.1 > 0 }.map { "\($0.0) \($0.1 / bulkSize)" }.joined(separator: ", ")
             print("   pages in use per write: \(used.reduce(0) { $0 + $1.1 } / bulkSize) B (\(inUse))")
+            // The chained layout's floor for the same writes (decision 012): the engine's records, the
+            // design's entry and a row slot each, and the meta values, put by LMDB's C API alone.
+            let floorPath = temporaryPath()
+            let floorUsed = chainedFloorEnqueue(path: floorPath, records: sampleRecords(bulkSize))
+                .usedBytes([.log, .meta, .writes, .rows]).filter { $0.bytes > 0 }
+            print(
+                "   the chained layout's floor: \(floorUsed.reduce(0) { $0 + $1.bytes } / bulkSize) B a write (\(floorUsed.map { "\($0.table) \($0.bytes / bulkSize)" }.joined(separator: ", ")))"
+            )
+            removing(floorPath)
             log.close()
         }
         // 6. history(of:) latency, p50 and p99 over 1000 random writes, on this log and a small one.
