@@ -128,6 +128,25 @@ import Testing
         #expect(paged.decoded == counters)
     }
 
+    // The bound an enqueue gives its commit before it makes the records (a commit known to pass the
+    // journal's bound keeps none of them) is never more than a record takes, and is exact for the
+    // shortest: a bound over it would send a small commit past the journal.
+    @Test func aWriteQueuedRecordTakesAtLeastItsLeastSize() throws {
+        var queued = 0
+        for record in Self.samples() {
+            guard case .writeQueued(let write) = record.event else { continue }
+            queued += 1
+            let stored = RecordCodec.encode(record.event, at: record.at, sequence: record.sequence).count
+            #expect(WriteQueued.leastRecordSize(of: write.write, user: write.user) <= stored, "\(write.id)")
+        }
+        #expect(queued > 1)
+        let shortest = WriteQueued(
+            id: WriteID(1), user: "", table: "t", operation: .insert, key: ["a": 1], body: [:],
+            idempotencyKey: IdempotencyKey(high: 0, low: 0))
+        let stored = RecordCodec.encode(.writeQueued(shortest), at: Timestamp(milliseconds: 0), sequence: 1).count
+        #expect(WriteQueued.leastRecordSize(of: shortest.write, user: "") == stored)
+    }
+
     // A put encodes a record or an entry once, into a scratch buffer, and copies it to its page: the
     // one pass returns the stored count whatever the scratch's size, and when the value fits leaves
     // exactly the page's bytes in it (a value that does not fit is encoded again into its page).

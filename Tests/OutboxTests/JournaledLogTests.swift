@@ -100,6 +100,37 @@ import Testing
         }
     }
 
+    /// A commit whose work says from the start that its records pass the journal's bound (a bulk
+    /// enqueue's keys and bodies alone do) keeps none of them for the journal: LMDB makes it durable,
+    /// after a head saying so, even were it small after all; and it survives a power loss.
+    @Test func aCommitKnownToBeLargeFromTheStartIsMadeDurableByLMDB() async throws {
+        try await TemporaryFolder.with(created: true) { folder in
+            let log = folder + "/log"
+            let client = try await openClient(log)
+            try await client.enqueue(todo(1))
+            let lastBefore = try client.log.lastSequence()
+            let random = SeededRandomSource(seed: 5)
+            let ids = try await client.log.append(isEnqueue: true, recordBytes: CommitJournal.largeCommit + 1) { appender in
+                try QueueOperations.enqueue(
+                    [todo(2), todo(3)], user: "alice", atomic: false, random: random, appender: &appender)
+            }
+            #expect(try client.log.lastSequence() > lastBefore)
+            #expect(try Self.journaled(log).allSatisfy { $0 <= lastBefore }, "no record of it in the journal")
+            // What LMDB made durable; the next commit, through the journal, checkpoints there first.
+            let checkpointed = try Self.bytes(of: log + "/data.mdb")
+            try await client.enqueue(todo(4))
+            let recovered = folder + "/recovered"
+            var random64 = SplitMix64(seed: 5)
+            try Self.powerLoss(of: log, checkpointed: checkpointed, into: recovered, random: &random64)
+            client.close()
+            let reopened = try await openClient(recovered)
+            #expect(Set(try await reopened.queue.all().map(\.id)).isSuperset(of: ids))
+            #expect(try await reopened.queue.all().count == 4)
+            reopened.close()
+            try Self.expectVerifies(recovered)
+        }
+    }
+
     /// A journal whose head names pages past the end of the data file (the file was replaced since: a
     /// compaction killed between its copy and the checkpoint after it, before the compaction's own
     /// checkpoint first was made) is refused by name when it would be recovered, never written over

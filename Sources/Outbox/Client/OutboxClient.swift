@@ -230,11 +230,15 @@ public final class OutboxClient: Sendable {
         for index in writes.indices where writes[index].isKeyless {
             writes[index] = try writes[index].keyedFromBody(columns: transport?.keyColumns(of: writes[index].table))
         }
+        var recordBytes = 0
         try writes.withUnsafeBufferPointer { writes in
-            for index in writes.indices { try writes[index].validate() }
+            for index in writes.indices {
+                try writes[index].validate()
+                recordBytes += WriteQueued.leastRecordSize(of: writes[index], user: owner)
+            }
         }
         let random = configuration.random
-        let ids = try await log.append(isEnqueue: true) { [writes] appender in
+        let ids = try await log.append(isEnqueue: true, recordBytes: recordBytes) { [writes] appender in
             try QueueOperations.enqueue(writes, user: owner, atomic: atomic, random: random, appender: &appender)
         }
         trigger(.enqueued)

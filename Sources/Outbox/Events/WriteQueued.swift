@@ -90,6 +90,14 @@ public struct WriteQueued: EventPayload {
     /// The most writes one atomic group may hold.
     public static let maxGroupSize = 10_000
 
+    /// At least how many bytes the stored record of `write`, queued by `user`, takes, known before it is
+    /// made: the key's and body's canonical bytes and the names, each other field at its shortest (the
+    /// version, type and time 3, the id, the names' lengths, the operation, the base version, the two
+    /// lists of ids and the group 1 each, the idempotency key 16), and the checksum 4.
+    static func leastRecordSize(of write: Write, user: String) -> Int {
+        31 + user.utf8.count + write.table.utf8.count + write.canonicalKey.bytes.count + write.canonicalBody.bytes.count
+    }
+
     static func decode(from reader: inout ByteReader) throws -> WriteQueued {
         let id = try reader.id()
         let user = try reader.string()

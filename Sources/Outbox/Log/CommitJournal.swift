@@ -94,14 +94,19 @@ final class CommitJournal: Sendable {
     /// Before a transaction's work: checkpoints unless this process made the last commit through the
     /// journal, holds its checkpoint's snapshot, and LMDB has not used many pages since; then starts
     /// the transaction's commit, whose records follow `lastSequence` (`add`), to be flushed when
-    /// `flush` says so (and the log `flushes`).
-    func begin(_ txn: borrowing WriteTransaction, holdsSnapshot: Bool, lastSequence: UInt64, flush: Bool) throws {
+    /// `flush` says so (and the log `flushes`). `recordBytes` says at least how many bytes of records
+    /// the transaction appends: over `largeCommit`, a flushed commit is known to be large from the
+    /// start, and none of its records is kept (were it smaller after all, LMDB commits it durably all
+    /// the same).
+    func begin(
+        _ txn: borrowing WriteTransaction, holdsSnapshot: Bool, lastSequence: UInt64, flush: Bool, recordBytes: Int = 0
+    ) throws {
         try state.withLock { state in
             defer {
                 state.journal.startCommit(first: lastSequence + 1)
                 state.added = 0
                 state.flushesCommit = flushes && flush
-                state.isLarge = false
+                state.isLarge = state.flushesCommit && recordBytes > Self.largeCommit
             }
             let base = txn.transactionID - 1
             let pages = txn.pagesInUse

@@ -322,7 +322,8 @@ package final class EventLog: Sendable {
     /// A commit flushed with the full sync moves the log's commit mark (`CommitMark`).
     /// A journaled log appends the transaction's records to its journal and flushes them before LMDB
     /// commits, whatever `sync` says: a sequential flush costs less than LMDB's data flush did.
-    func transaction<R>(sync: Environment.CommitSync, _ body: (inout Appender) throws -> R) throws -> R {
+    /// `recordBytes` says at least how many bytes of records `body` appends (`CommitJournal.begin`).
+    func transaction<R>(sync: Environment.CommitSync, recordBytes: Int = 0, _ body: (inout Appender) throws -> R) throws -> R {
         var appended: ClosedRange<UInt64>?
         var committed: UInt64 = 0
         let journal = self.journal
@@ -332,7 +333,8 @@ package final class EventLog: Sendable {
             try environment.write(sync: journal == nil ? sync : .standard) { txn in
                 let last = try Self.lastSequence(txn.unsafeAccess, log, path: path) ?? 0
                 try journal?.begin(
-                    txn, holdsSnapshot: environment.holdsSnapshot, lastSequence: last, flush: sync == .standard)
+                    txn, holdsSnapshot: environment.holdsSnapshot, lastSequence: last, flush: sync == .standard,
+                    recordBytes: recordBytes)
                 appended = nil
                 let result = try withAppender(txn, after: last) { appender in
                     let result = try body(&appender)
@@ -454,13 +456,15 @@ package final class EventLog: Sendable {
     }
 
     /// Appends through the group committer: callers arriving while a commit is in flight share the
-    /// next one (R2.3). Returns once the commit is durable as `sync` says.
+    /// next one (R2.3). Returns once the commit is durable as `sync` says. `recordBytes`: at least how
+    /// many bytes of records `work` appends (`GroupCommitter.Job.recordBytes`).
     package func append<R: Sendable>(
         sync: Environment.CommitSync = .standard, isEnqueue: Bool = false, crashPoint: CrashPoint? = nil,
-        _ work: @escaping @Sendable (inout Appender) throws -> R
+        recordBytes: Int = 0, _ work: @escaping @Sendable (inout Appender) throws -> R
     ) async throws -> R {
         try await submit(
-            GroupCommitter.Job(sync: sync, isEnqueue: isEnqueue, crashPoint: crashPoint, work: { try work(&$0) }))
+            GroupCommitter.Job(
+                sync: sync, isEnqueue: isEnqueue, crashPoint: crashPoint, work: { try work(&$0) }, recordBytes: recordBytes))
     }
 
     /// A write transaction that committed: its id (`ReadAccess.transactionID`), and whether one

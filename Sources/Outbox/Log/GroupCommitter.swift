@@ -31,6 +31,9 @@ package final class GroupCommitter: Sendable {
         /// The crash point this job passes before the commit (by default enqueue's or append's).
         let crashPoint: CrashPoint?
         let work: @Sendable (inout Appender) throws -> any Sendable
+        /// At least how many bytes of records the work appends (a bulk enqueue's keys and bodies): a
+        /// transaction known from the start to commit more than a journal takes keeps none of them.
+        var recordBytes = 0
         /// Whether the caller is told, with the result, which transaction committed it and whether
         /// the job ran alone in it (`EventLog.Commit`): a pass that read ahead on the snapshot before
         /// the commit knows then that nothing but its own job came between.
@@ -188,7 +191,7 @@ package final class GroupCommitter: Sendable {
         var transaction: UInt64 = 0
         do {
             try inTransaction.while {
-                try log.transaction(sync: sync) { appender in
+                try log.transaction(sync: sync, recordBytes: jobs.reduce(0) { $0 + $1.recordBytes }) { appender in
                     results = []
                     for job in jobs {
                         let before = appender.appended.count
