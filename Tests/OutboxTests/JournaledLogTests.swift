@@ -194,24 +194,14 @@ import Testing
             try Self.copy(log, to: target, losingFromTheJournal: 0..<0)
             let last = try client.eventCount()
             client.close()
-            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
-            let journal = try Journal(path: target + "/journal", metaPagesSize: 2 * pageSize, readOnly: true)
-            let generation = try #require(journal.head?.generation)
-            let framesStart = journal.framesStart
-            journal.close()
-            // Heads alternate between the two slots, the first in slot 0; a byte of its meta pages flipped.
-            let handle = try #require(FileHandle(forUpdatingAtPath: target + "/journal"))
-            let slot = UInt64(Int(generation - 1) % 2 * journal.slotSize)
-            try handle.seek(toOffset: slot + 64)
-            let byte = try #require(try handle.read(upToCount: 1)?.first)
-            try handle.seek(toOffset: slot + 64)
-            try handle.write(contentsOf: Data([~byte]))
+            let head = try Self.damageNewestHead(of: target)
             if after == .nothingTornAsWritten {
                 // The commits as the checkpoint found them: it had not written its empty commit yet.
-                try handle.seek(toOffset: UInt64(framesStart))
-                try handle.write(contentsOf: Data(before[framesStart...]))
+                let handle = try #require(FileHandle(forUpdatingAtPath: target + "/journal"))
+                try handle.seek(toOffset: UInt64(head.framesStart))
+                try handle.write(contentsOf: Data(before[head.framesStart...]))
+                try handle.close()
             }
-            try handle.close()
 
             let dataFile = try Self.bytes(of: target + "/data.mdb")
             if after == .nothingTornAsWritten {
@@ -240,18 +230,7 @@ import Testing
             try client.log.checkpoint()
             if committedSinceTheHeadBefore { try await client.enqueue(todo(4)) }
             client.close()
-            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
-            let journal = try Journal(path: log + "/journal", metaPagesSize: 2 * pageSize, readOnly: true)
-            let head = try #require(journal.head)
-            #expect(head.lmdbIsWhole)
-            let slot = UInt64(Int(head.generation - 1) % 2 * journal.slotSize)
-            journal.close()
-            let handle = try #require(FileHandle(forUpdatingAtPath: log + "/journal"))
-            try handle.seek(toOffset: slot + 64)
-            let byte = try #require(try handle.read(upToCount: 1)?.first)
-            try handle.seek(toOffset: slot + 64)
-            try handle.write(contentsOf: Data([~byte]))
-            try handle.close()
+            #expect(try Self.damageNewestHead(of: log).lmdbIsWhole)
             let dataFile = try Self.bytes(of: log + "/data.mdb")
 
             let readOnly = #expect(throws: OutboxError.self) { try LogInspector(path: log) }
@@ -593,6 +572,25 @@ import Testing
         let inspector = try LogInspector(path: path)
         defer { inspector.log.close() }
         #expect(try inspector.verify().isOK)
+    }
+
+    /// Flips a byte of the meta pages in the newest head of the journal of the log at `log` (heads
+    /// alternate between the two slots, the first in slot 0); returns what that head said and where the
+    /// journal's commits start.
+    private static func damageNewestHead(of log: String) throws -> (lmdbIsWhole: Bool, framesStart: Int) {
+        let journal = try Journal(
+            path: log + "/journal", metaPagesSize: 2 * Int(sysconf(Int32(_SC_PAGESIZE))), readOnly: true)
+        let head = try #require(journal.head)
+        let slot = UInt64(Int(head.generation - 1) % 2 * journal.slotSize)
+        let framesStart = journal.framesStart
+        journal.close()
+        let handle = try #require(FileHandle(forUpdatingAtPath: log + "/journal"))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: slot + 64)
+        let byte = try #require(try handle.read(upToCount: 1)?.first)
+        try handle.seek(toOffset: slot + 64)
+        try handle.write(contentsOf: Data([~byte]))
+        return (head.lmdbIsWhole, framesStart)
     }
 
     private static func bytes(of file: String) throws -> [UInt8] {
