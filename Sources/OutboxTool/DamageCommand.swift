@@ -6,8 +6,8 @@ internal import OutboxTesting
 /// The damaged-log suite (TESTING.md §3): three small logs; every byte of every stored record flipped
 /// and zeroed (the checksum must catch each, naming the record's sequence), truncation at every 4 KiB
 /// page boundary, and a seeded sample of bytes in LMDB's own page structure, read by the tool in a
-/// child process; a compacted log and its archive; the journals of a log not closed and of a closed one. Never a crash or a
-/// hang: exit 0 (read correctly), 1 or 2 with a message naming the file.
+/// child process; a compacted log and its archive; the journals of a log not closed and of two closed
+/// ones. Never a crash or a hang: exit 0 (read correctly), 1 or 2 with a message naming the file.
 extension Commands {
     static func damage(_ words: [String]) async throws -> Exit {
         let args = try Arguments(command: "damage", words: words, options: ["samples", "seed", "record-stride"], flags: [])

@@ -25,13 +25,13 @@ extension Commands {
     static func journalDamage(in root: String, stride: Int, samples: Int, _ rng: SeededRandomSource) async throws
         -> (unclosed: JournalDamageTally, closed: JournalDamageTally)
     {
-        var tallies: [JournalDamageTally] = []
+        var unclosed = JournalDamageTally()
+        var closed = JournalDamageTally()
         for shape in JournaledLogShape.allCases {
             let log = try await journaledLog(in: root, shape)
             let scratch = root + "/scratch-" + shape.folder
-            let closed = shape != .notClosed
-            let name = "\(shape) log"
-            var tally = JournalDamageTally()
+            let isClosed = shape != .notClosed
+            var tally = isClosed ? closed : unclosed
             for (offset, mutate) in journalBytes(of: log, stride: stride, samples: samples, rng) {
                 var damaged = log.journal
                 damaged[offset] = mutate(damaged[offset])
@@ -42,22 +42,17 @@ extension Commands {
                 try damaged.write(to: URL(fileURLWithPath: scratch + "/journal"))
                 try log.mark.write(to: URL(fileURLWithPath: scratch + "/last-commit"))
                 var outcome = checkJournalDamage(scratch, last: log.last)
-                if closed, case .read = outcome { outcome = checkOpenForWriting(scratch, refused: false) }
-                if closed, case .refused = outcome { outcome = checkOpenForWriting(scratch, refused: true) }
+                if isClosed, case .read = outcome { outcome = checkOpenForWriting(scratch, refused: false) }
+                if isClosed, case .refused = outcome { outcome = checkOpenForWriting(scratch, refused: true) }
                 switch outcome {
                 case .read: break
                 case .refused: tally.refused += 1
-                case .failed(let problem): tally.problems.append("\(name), journal byte \(offset): \(problem)")
+                case .failed(let problem): tally.problems.append("\(shape) log, journal byte \(offset): \(problem)")
                 }
             }
-            tallies.append(tally)
+            if isClosed { closed = tally } else { unclosed = tally }
         }
-        return (
-            tallies[0],
-            JournalDamageTally(
-                cases: tallies[1].cases + tallies[2].cases, refused: tallies[1].refused + tallies[2].refused,
-                problems: tallies[1].problems + tallies[2].problems)
-        )
+        return (unclosed, closed)
     }
 
     /// How a journaled log's writer left it.
@@ -151,12 +146,6 @@ extension Commands {
     /// `outbox verify` on a log whose journal is damaged: exit 0 with the log's last event there, or
     /// 1 or 2 with a message naming the log.
     private static func checkJournalDamage(_ folder: String, last: UInt64) -> JournalOutcome {
-        var environment = toolEnvironment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        func tool(_ arguments: [String]) throws -> ChildProcess.Ended {
-            try ChildProcess.runBlocking(
-                ChildProcess.currentProgram, arguments, environment: environment, errors: .apart(.capture))
-        }
         do {
             let verified = try tool(["verify", folder])
             if verified.signalled { return .failed("the tool crashed (signal \(verified.status))") }
@@ -183,13 +172,9 @@ extension Commands {
     /// `verify` read it (`refused` false: it must open it and enqueue) or refused it (it must refuse it
     /// too, naming the log).
     private static func checkOpenForWriting(_ folder: String, refused: Bool) -> JournalOutcome {
-        var environment = toolEnvironment
-        environment["SWIFT_BACKTRACE"] = "enable=no"
         do {
-            let opened = try ChildProcess.runBlocking(
-                ChildProcess.currentProgram,
-                ["enqueue", folder, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id": 100}"#],
-                environment: environment, errors: .apart(.capture))
+            let opened = try tool(
+                ["enqueue", folder, "--user", "alice", "--table", "todos", "--op", "insert", "--key", #"{"id": 100}"#])
             if opened.signalled { return .failed("an open for writing crashed (signal \(opened.status))") }
             let text = opened.text + opened.errorText
             switch (refused, opened.status) {
@@ -205,5 +190,13 @@ extension Commands {
         } catch {
             return .failed("cannot run the tool: \(error)")
         }
+    }
+
+    /// The tool, in a child, without Swift's backtracer (a crash is reported by its signal).
+    private static func tool(_ arguments: [String]) throws -> ChildProcess.Ended {
+        var environment = toolEnvironment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        return try ChildProcess.runBlocking(
+            ChildProcess.currentProgram, arguments, environment: environment, errors: .apart(.capture))
     }
 }
