@@ -102,7 +102,7 @@ import Testing
 
     /// A commit whose work says from the start that its records pass the journal's bound (a bulk
     /// enqueue's keys and bodies alone do) keeps none of them for the journal: LMDB makes it durable,
-    /// after a head saying so, even were it small after all; and it survives a power loss.
+    /// after a head saying so, even were it small after all; and it survives a power loss (R2.3).
     @Test func aCommitKnownToBeLargeFromTheStartIsMadeDurableByLMDB() async throws {
         try await TemporaryFolder.with(created: true) { folder in
             let log = folder + "/log"
