@@ -219,7 +219,7 @@ import Testing
     }
 
     /// A closed log whose journal's newest head (the one its close wrote, saying LMDB is whole) is
-    /// damaged since: a read-only open (`outbox verify` on a copy) says what an open for writing says,
+    /// damaged since: a read-only open (as `outbox verify` makes) says what an open for writing says,
     /// and both refuse it by name (R8.6), rather than one read it and the other refuse it.
     @Test(arguments: [false, true])
     func aClosedLogWithADamagedNewestHeadIsRefusedByEveryOpen(committedSinceTheHeadBefore: Bool) async throws {
