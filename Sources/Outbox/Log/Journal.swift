@@ -167,11 +167,29 @@ package final class Journal: @unchecked Sendable {
     /// Starts building a commit whose first record has sequence `first`.
     package func startCommit(first: UInt64) {
         pending.removeAll(keepingCapacity: true)
-        pending.append(contentsOf: Self.commitMagic)
-        pending.append(contentsOf: repeatElement(0, count: 8))  // the generation, set when written
-        withUnsafeBytes(of: first.littleEndian) { pending.append(contentsOf: $0) }
-        pending.append(contentsOf: repeatElement(0, count: 8))  // the count and the length, set when written
+        Self.startCommit(first: first, in: &pending)
         pendingCount = 0
+    }
+
+    /// Appends to `bytes` the header of a commit whose first record is `first` (its generation, count
+    /// and length are set by `seal`).
+    private static func startCommit(first: UInt64, in bytes: inout [UInt8]) {
+        bytes.append(contentsOf: commitMagic)
+        bytes.append(contentsOf: repeatElement(0, count: 8))  // the generation, set when sealed
+        withUnsafeBytes(of: first.littleEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: repeatElement(0, count: 8))  // the count and the length, set when sealed
+    }
+
+    /// Completes the commit `startCommit` began in `bytes`, holding `count` records: its generation,
+    /// count and length set, its checksum appended.
+    private static func seal(_ bytes: inout [UInt8], generation: UInt64, count: Int) {
+        bytes.withUnsafeMutableBytes { bytes in
+            bytes.storeBytes(of: generation.littleEndian, toByteOffset: 4, as: UInt64.self)
+            bytes.storeBytes(of: UInt32(count).littleEndian, toByteOffset: 20, as: UInt32.self)
+            bytes.storeBytes(of: UInt32(bytes.count - commitHeaderSize).littleEndian, toByteOffset: 24, as: UInt32.self)
+        }
+        let checksum = bytes.withUnsafeBytes { CRC32C.update(0, $0) }
+        withUnsafeBytes(of: checksum.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
     /// Adds a record to the commit being built.
@@ -192,14 +210,7 @@ package final class Journal: @unchecked Sendable {
     /// `flush()`, or by a checkpoint. A commit that does not fit lengthens the file.
     package func writeCommit(flush: Bool) throws {
         guard let head else { preconditionFailure("a journal appended to before its first checkpoint") }
-        pending.withUnsafeMutableBytes { bytes in
-            bytes.storeBytes(of: head.generation.littleEndian, toByteOffset: 4, as: UInt64.self)
-            bytes.storeBytes(of: UInt32(pendingCount).littleEndian, toByteOffset: 20, as: UInt32.self)
-            bytes.storeBytes(
-                of: UInt32(bytes.count - Self.commitHeaderSize).littleEndian, toByteOffset: 24, as: UInt32.self)
-        }
-        let checksum = pending.withUnsafeBytes { CRC32C.update(0, $0) }
-        withUnsafeBytes(of: checksum.littleEndian) { pending.append(contentsOf: $0) }
+        Self.seal(&pending, generation: head.generation, count: pendingCount)
         try write(pending, at: end)
         end += pending.count
         capacity = max(capacity, end)
@@ -252,15 +263,11 @@ package final class Journal: @unchecked Sendable {
         // the head fail to read later, it shows that the head was whole once, so that the one before
         // it may name pages reused since (`generationOfCommitsPastTheHead`). Written only once the
         // head is on the disk: a power loss during the checkpoint then leaves no such proof.
-        var marker = ByteWriter(capacity: Self.commitHeaderSize + 4)
-        marker.raw(Self.commitMagic)
-        marker.littleEndian64(next.generation)
-        marker.littleEndian64(sequence + 1)
-        marker.littleEndian32(0)
-        marker.littleEndian32(0)
-        marker.littleEndian32(marker.bytes.withUnsafeBytes { CRC32C.update(0, $0) })
-        try write(marker.bytes, at: framesStart)
-        end = framesStart + marker.bytes.count
+        var marker: [UInt8] = []
+        Self.startCommit(first: sequence + 1, in: &marker)
+        Self.seal(&marker, generation: next.generation, count: 0)
+        try write(marker, at: framesStart)
+        end = framesStart + marker.count
         try flush()
     }
 
