@@ -24,13 +24,15 @@ public final class LookupCursor<Keys: KeyCodec, Values: ValueCodec> {
     /// a search a descent of the tree.
     static var maxSteps: Int { 4 }
 
-    fileprivate init(transaction: OpaquePointer, database: Database, path: String) {
+    @usableFromInline
+    init(transaction: OpaquePointer, database: Database, path: String) {
         self.transaction = transaction
         self.database = database
         self.path = path
     }
 
-    fileprivate func close() {
+    @usableFromInline
+    func close() {
         if let handle { mdb_cursor_close(handle) }
         handle = nil
         isClosed = true
@@ -179,7 +181,10 @@ public final class LookupCursor<Keys: KeyCodec, Values: ValueCodec> {
 }
 
 extension ReadableTransaction where Self: ~Copyable {
-    /// Runs `body` with a lookup cursor on `table`, closed when `body` returns.
+    /// Runs `body` with a lookup cursor on `table`, closed when `body` returns. Inlinable, so that the
+    /// caller's module makes the cursor of its own table's type, whose type it knows once, rather than
+    /// asking the runtime for the generic class's metadata at each call.
+    @inlinable
     public func withLookupCursor<Keys, Values, R>(
         _ table: Table<Keys, Values>, _ body: (LookupCursor<Keys, Values>) throws -> R
     ) throws -> R {
@@ -191,7 +196,8 @@ extension ReadableTransaction where Self: ~Copyable {
 
 extension ReadableTransaction where Self: ~Copyable {
     /// Runs `body` with a lookup cursor on each of `tables`, in their order, all closed when `body`
-    /// returns.
+    /// returns. Inlinable, as `withLookupCursor`.
+    @inlinable
     public func withLookupCursors<Keys, Values, R>(
         _ tables: [Table<Keys, Values>], _ body: ([LookupCursor<Keys, Values>]) throws -> R
     ) throws -> R {

@@ -336,6 +336,10 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
     private var recent: Int?
     /// Slots whose value LMDB does not hold yet.
     private(set) var changed = 0
+    /// Where they are, in the order they changed: the verdict table's slots stay from one transaction
+    /// to the next (up to half the limit), and a commit of a few writes looks at its own slots only.
+    /// A slot written back by `keep` and changed again is listed twice; `write` takes it once.
+    private var unwritten: [Int] = []
 
     var count: Int { slots.count }
 
@@ -358,15 +362,20 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
     /// Holds `value` under `key`; returns whether the key was not held before.
     mutating func keep(_ key: K, _ value: Value?, isWritten: Bool) -> Bool {
         if let position = position(of: key) {
-            changed += (isWritten ? 0 : 1) - (slots[position].isWritten ? 0 : 1)
+            let wasWritten = slots[position].isWritten
+            changed += (isWritten ? 0 : 1) - (wasWritten ? 0 : 1)
             slots[position].value = value
             slots[position].isWritten = isWritten
+            if wasWritten && !isWritten { unwritten.append(position) }
             recent = position
             return false
         }
         slots.append(Slot(key: key, value: value, isWritten: isWritten))
         index.insert(key.digest, at: slots.count - 1) { slots[$0].key.digest }
-        if !isWritten { changed += 1 }
+        if !isWritten {
+            changed += 1
+            unwritten.append(slots.count - 1)
+        }
         recent = slots.count - 1
         return true
     }
@@ -375,12 +384,14 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
         recent = nil
         index.removeAll()
         slots.removeAll(keepingCapacity: true)
+        unwritten.removeAll(keepingCapacity: true)
         changed = 0
     }
 
     /// Marks every slot as held by LMDB (after they were written), keeping them.
     private mutating func markWritten() {
-        for position in slots.indices { slots[position].isWritten = true }
+        for position in unwritten { slots[position].isWritten = true }
+        unwritten.removeAll(keepingCapacity: true)
         changed = 0
     }
 
@@ -394,13 +405,13 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
         guard changed > 0 else { return }
         var order: [Int] = []
         order.reserveCapacity(changed)
-        for position in slots.indices where !slots[position].isWritten { order.append(position) }
+        for position in unwritten where !slots[position].isWritten { order.append(position) }
         order.sort { K.precedes(slots[$0].key, slots[$1].key) }
         // The keys go in ascending order, through one cursor: a key after the last one written is a step
         // away, and once one is past the table's last key, so is every one after (appended).
         let last = try cursor.withLastKey { $0.copiedBytes }
         var appending = last == nil
-        for position in order {
+        for (rank, position) in order.enumerated() where rank == 0 || order[rank - 1] != position {
             try Keys.withStoredBytes(of: slots[position].key) { key in
                 if !appending, let last {
                     appending = last.withUnsafeBufferPointer { StoreKey.precedes($0, key.assumingMemoryBound(to: UInt8.self)) }
