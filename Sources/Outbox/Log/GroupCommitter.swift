@@ -2,11 +2,19 @@ internal import Dispatch
 internal import OutboxLMDB
 internal import Synchronization
 
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
+
 /// Runs every write of the log on one serial queue, and lets callers share commits: jobs that arrive
 /// while a commit is in flight are run together in the next transaction, so 16 concurrent enqueues cost
 /// far fewer than 16 flushes (R2.3). After a transaction of several enqueues, the next waits a moment
 /// for their callers to come back with their next writes (`awaitCallers`), so that concurrent
-/// enqueuers share one flush rather than two halves of them taking turns.
+/// enqueuers share one flush rather than two halves of them taking turns; the writer's thread stays
+/// awake meanwhile (`lingerForCallers`), so that the next transaction starts on it with no thread
+/// woken.
 ///
 /// What follows a commit (the observer that refreshes the status and feeds the events stream, then each
 /// job's completion) runs before the next transaction, in commit order, so a caller that
@@ -218,7 +226,8 @@ package final class GroupCommitter: Sendable {
         for job in jobs where job.isEnqueue { log.crashPlan?.pass(.enqueueAfterCommit) }
         let commit = EventLog.Commit(transaction: transaction, isAlone: jobs.count == 1)
         // Several enqueuers at once: the next transaction may wait for them to come back.
-        if jobs.count > 1, jobs.allSatisfy(\.isEnqueue) {
+        let callersReturn = jobs.count > 1 && jobs.allSatisfy(\.isEnqueue)
+        if callersReturn {
             state.withLock { state in
                 state.expected = state.jobs.count + jobs.count
                 state.expectedUntil = .now() + .microseconds(state.callersWaitMicroseconds)
@@ -229,6 +238,32 @@ package final class GroupCommitter: Sendable {
             for ((job, complete), result) in zip(submitted, results) {
                 complete(job.reportsCommit ? result.map { Committed(value: $0, commit: commit) } : result)
             }
+        }
+        if callersReturn { lingerForCallers() }
+    }
+
+    /// The most the writer's thread stays awake for the callers of its last transaction
+    /// (`lingerForCallers`), however long `callersWaitMicroseconds` is: a longer wait sleeps.
+    private static let lingerNanoseconds: UInt64 = 1_000_000
+
+    /// After a transaction of several enqueues, their callers resumed: keeps the writer's thread
+    /// awake, yielding its core between looks, until the jobs it expects have come (or a job that is
+    /// not an enqueue, or the writer is held), at most `callersWaitMicroseconds` (and a millisecond).
+    /// The callers' submits then find the next transaction claimed by this thread, which starts it as
+    /// soon as this returns: no thread is woken for it. Returning to the queue let the thread sleep,
+    /// and the first caller back had to wake it: on this project's machine, whose idle cores halt,
+    /// some 150 µs a commit passed between the callers' return and the writer's next transaction,
+    /// as long as the enqueues' own work in it (`Specs/benchmarks.md`, "Where a commit of 16
+    /// concurrent enqueuers spends its time").
+    private func lingerForCallers() {
+        let wait = state.withLock { UInt64($0.callersWaitMicroseconds) * 1000 }
+        let until = DispatchTime.now().uptimeNanoseconds + min(wait, Self.lingerNanoseconds)
+        while DispatchTime.now().uptimeNanoseconds < until {
+            let done = state.withLock { state in
+                state.suspended || state.jobs.count >= state.expected || state.jobs.contains { !$0.job.isEnqueue }
+            }
+            if done { return }
+            sched_yield()
         }
     }
 }
