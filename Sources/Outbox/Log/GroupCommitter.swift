@@ -253,8 +253,8 @@ package final class GroupCommitter: Sendable {
     /// soon as this returns: no thread is woken for it. Returning to the queue let the thread sleep,
     /// and the first caller back had to wake it: on this project's machine, whose idle cores halt,
     /// some 150 µs a commit passed between the callers' return and the writer's next transaction,
-    /// as long as the enqueues' own work in it (`Specs/benchmarks.md`, "Where a commit of 16
-    /// concurrent enqueuers spends its time").
+    /// as long as the enqueues' own work in it (`Specs/benchmarks.md`, "Row 2: where a commit of 16
+    /// callers' time goes").
     private func lingerForCallers() {
         let wait = state.withLock { UInt64($0.callersWaitMicroseconds) * 1000 }
         let until = DispatchTime.now().uptimeNanoseconds + min(wait, Self.lingerNanoseconds)

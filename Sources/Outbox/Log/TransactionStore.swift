@@ -338,7 +338,8 @@ private struct HeldTable<K: HeldTableKey, Value>: @unchecked Sendable {
     private(set) var changed = 0
     /// Where they are, in the order they changed: the verdict table's slots stay from one transaction
     /// to the next (up to half the limit), and a commit of a few writes looks at its own slots only.
-    /// A slot written back by `keep` and changed again is listed twice; `write` takes it once.
+    /// A slot that `keep` marks as held by LMDB and that then changes again is listed twice; `write`
+    /// takes it once.
     private var unwritten: [Int] = []
 
     var count: Int { slots.count }
